@@ -1,0 +1,51 @@
+"""spacy-flat: the Flat-Lattice Transformer (FLAT) for Chinese NER in spaCy."""
+
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+about: dict = {}
+exec((Path(__file__).parent / "spacy_flat" / "about.py").read_text(), about)
+
+setup(
+    name="spacy-flat",
+    version=about["__version__"],
+    description="FLAT (Flat-Lattice Transformer) Chinese named-entity recognition for spaCy",
+    long_description=(Path(__file__).parent / "README.md").read_text(encoding="utf8"),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    packages=find_packages(include=["spacy_flat", "spacy_flat.*"]),
+    package_data={"spacy_flat": ["py.typed"]},
+    python_requires=">=3.9",
+    install_requires=[
+        "spacy>=3.7,<4.0",
+        "thinc>=8.2,<9.0",
+        "torch>=2.1",
+        "pytorch-crf>=0.7.2",
+        "jieba>=0.42",
+        "pyahocorasick>=2.0",
+        "numpy>=1.21",
+        "srsly>=2.4",
+    ],
+    extras_require={
+        "cuda12x": ["cupy-cuda12x>=12"],
+        "transformers": ["spacy-transformers>=1.3"],
+        "test": ["pytest>=7", "hypothesis>=6", "ruff", "mypy"],
+    },
+    entry_points={
+        "spacy_factories": ["flat_ner = spacy_flat.pipe:make_flat_ner"],
+        "spacy_architectures": ["spacy-flat.FlatTagger.v1 = spacy_flat.model:build_flat_tagger"],
+        "spacy_misc": [
+            "spacy-flat.jieba_lexicon.v1 = spacy_flat.loaders:create_jieba_lexicon",
+            "spacy-flat.word2vec_lexicon.v1 = spacy_flat.loaders:create_word2vec_lexicon",
+            "spacy-flat.word_list_lexicon.v1 = spacy_flat.loaders:create_word_list_lexicon",
+            "spacy-flat.lac_char_vectors.v1 = spacy_flat.loaders:create_lac_char_vectors",
+        ],
+        "spacy_scorers": ["spacy-flat.char_ner_scorer.v1 = spacy_flat.scorer:make_char_ner_scorer"],
+    },
+    classifiers=[
+        "Framework :: spaCy",
+        "Natural Language :: Chinese (Simplified)",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

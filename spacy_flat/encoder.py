@@ -1,0 +1,256 @@
+"""The FLAT encoder and tagger as plain PyTorch modules (no spaCy, no thinc)."""
+
+from __future__ import annotations
+
+import math
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+
+from .crf import ConstrainedCRF
+from .position import PositionFusion, RelativePositions, relative_positions
+
+# Bound on the transient (batch x heads x rows x triples) position-score block, in
+# elements: long inputs are processed in row chunks under this size.
+POSITION_SCORE_BUDGET = 1 << 23
+
+
+class FlatAttention(nn.Module):
+    """Multi-head self-attention with FLAT's relative span positions (eq. 11):
+
+    A_ij = (q_i + u) . k_j + (q_i + v) . (R_ij W_kR)
+
+    The position term is scored against the distinct triples only and then
+    gathered per pair, in row chunks, so no (n x n x d) tensor is ever built.
+    """
+
+    def __init__(self, width: int, n_heads: int, *, dropout: float = 0.0, scaled: bool = True) -> None:
+        super().__init__()
+        if width % n_heads:
+            raise ValueError(f"d_model {width} is not divisible by {n_heads} heads")
+        self.n_heads = n_heads
+        self.head_width = width // n_heads
+        self.scale = 1.0 / math.sqrt(self.head_width) if scaled else 1.0
+        self.w_q = nn.Linear(width, width)
+        self.w_k = nn.Linear(width, width)
+        self.w_v = nn.Linear(width, width)
+        self.w_kr = nn.Linear(width, width, bias=False)
+        self.u = nn.Parameter(torch.zeros(n_heads, self.head_width))
+        self.v = nn.Parameter(torch.zeros(n_heads, self.head_width))
+        self.w_o = nn.Linear(width, width)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions,
+                attend: torch.Tensor) -> torch.Tensor:
+        """x (B, n, d); rel (n_triples, d) fused positions; attend (B, n, n) bool."""
+        batch, n, width = x.shape
+        heads, hw = self.n_heads, self.head_width
+        q = self.w_q(x).view(batch, n, heads, hw).transpose(1, 2)  # B H n hw
+        k = self.w_k(x).view(batch, n, heads, hw).transpose(1, 2)
+        val = self.w_v(x).view(batch, n, heads, hw).transpose(1, 2)
+        rk = self.w_kr(rel).view(-1, heads, hw).permute(1, 2, 0)  # H hw U
+        scores = torch.matmul(q + self.u[None, :, None, :], k.transpose(-1, -2))
+        scores = scores + self._position_scores(q + self.v[None, :, None, :], rk, pos, attend)
+        scores = scores * self.scale
+        scores = scores.masked_fill(~attend[:, None], torch.finfo(scores.dtype).min)
+        probs = self.dropout(torch.softmax(scores, dim=-1))
+        out = torch.matmul(probs, val).transpose(1, 2).reshape(batch, n, width)
+        return self.w_o(out)
+
+    def _position_scores(self, qv: torch.Tensor, rk: torch.Tensor, pos: RelativePositions,
+                         attend: torch.Tensor) -> torch.Tensor:
+        batch, heads, n, _ = qv.shape
+        n_triples = rk.shape[-1]
+        rows = max(1, POSITION_SCORE_BUDGET // max(1, batch * heads * n_triples))
+        if rows >= n:
+            scores = torch.matmul(qv, rk)  # B H n U
+            return scores.gather(-1, pos.index[:, None].expand(batch, heads, n, n))
+        # Long input: score each row chunk only against the triples whose query
+        # length occurs in it (character rows need l_i = 0 alone).
+        row_len = pos.lengths.masked_fill(~attend.any(-1), 0)
+        blocks = []
+        for r0 in range(0, n, rows):
+            r1 = min(n, r0 + rows)
+            lens = row_len[:, r0:r1]
+            u0 = int(pos.query_length_start[int(lens.min().item())].item())
+            u1 = int(pos.query_length_start[int(lens.max().item()) + 1].item())
+            scores = torch.matmul(qv[:, :, r0:r1], rk[:, :, u0:u1])
+            idx = (pos.index[:, r0:r1] - u0).clamp(0, u1 - u0 - 1)
+            blocks.append(scores.gather(-1, idx[:, None].expand(batch, heads, r1 - r0, n)))
+        return torch.cat(blocks, dim=2)
+
+
+class FlatLayer(nn.Module):
+    """Attention and feed-forward sublayers, each with residual and layer norm."""
+
+    def __init__(self, width: int, n_heads: int, ffn_width: int, *, dropout: float,
+                 attention_dropout: float, scaled: bool) -> None:
+        super().__init__()
+        self.attention = FlatAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
+        self.norm1 = nn.LayerNorm(width)
+        self.ffn = nn.Sequential(
+            nn.Linear(width, ffn_width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn_width, width)
+        )
+        self.norm2 = nn.LayerNorm(width)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions,
+                attend: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.dropout(self.attention(x, rel, pos, attend)))
+        return self.norm2(x + self.dropout(self.ffn(x)))
+
+
+class HashEmbedding(nn.Module):
+    """Bloom embedding: each item sums the rows its hashes select, so any string
+    (a word added to the lexicon after training, too) has a learned vector in a
+    fixed-size table."""
+
+    def __init__(self, n_rows: int, width: int) -> None:
+        super().__init__()
+        self.table = nn.Embedding(n_rows, width)
+        nn.init.normal_(self.table.weight, std=0.1)
+
+    def forward(self, rows: torch.Tensor) -> torch.Tensor:
+        """rows (N, n_hashes) int64 → (N, width)."""
+        return self.table(rows).sum(1)
+
+
+class FlatTagger(nn.Module):
+    """Character and word embeddings, FLAT layers, emission scores and a CRF.
+
+    Shapes that are known only once data is seen (character rows, tag set, word
+    vector width) are set by `configure`, before weights are loaded.
+    """
+
+    def __init__(
+        self,
+        *,
+        width: int = 160,
+        n_heads: int = 8,
+        ffn_width: int = 480,
+        n_layers: int = 1,
+        char_width: int = 128,
+        word_width: int = 128,
+        word_rows: int = 50000,
+        bigram_width: int = 0,
+        bigram_rows: int = 0,
+        embed_dropout: float = 0.5,
+        dropout: float = 0.15,
+        attention_dropout: float = 0.0,
+        output_dropout: float = 0.3,
+        scaled: bool = True,
+        mask_self_matched: bool = False,
+        max_distance: int = -1,
+        head_only: bool = False,
+    ) -> None:
+        super().__init__()
+        self.width = width
+        self.char_width = char_width
+        self.word_width = word_width
+        self.mask_self_matched = mask_self_matched
+        self.max_distance = max_distance
+        self.char_embed = nn.Embedding(1, char_width)
+        self.bigram_embed = HashEmbedding(bigram_rows, bigram_width) if bigram_rows > 0 else None
+        self.word_embed = HashEmbedding(word_rows, word_width)
+        self.vector_proj: Optional[nn.Linear] = None
+        self.char_proj = nn.Linear(char_width + (bigram_width if self.bigram_embed else 0), width)
+        self.word_proj = nn.Linear(word_width, width)
+        self.embed_dropout = nn.Dropout(embed_dropout)
+        self.position = PositionFusion(width, head_only=head_only)
+        self.layers = nn.ModuleList(
+            FlatLayer(width, n_heads, ffn_width, dropout=dropout,
+                      attention_dropout=attention_dropout, scaled=scaled)
+            for _ in range(n_layers)
+        )
+        self.output_dropout = nn.Dropout(output_dropout)
+        self.output = nn.Linear(width, 1)
+        self.crf: Optional[ConstrainedCRF] = None
+
+    def configure(self, *, n_chars: int, vector_width: int, n_tags: int,
+                  transitions: Sequence[Tuple[int, int]], starts: Sequence[int],
+                  ends: Sequence[int]) -> None:
+        """Set the data-dependent shapes. Reinitializes the affected layers."""
+        device = self.output.weight.device
+        if self.char_embed.num_embeddings != n_chars:
+            self.char_embed = nn.Embedding(n_chars, self.char_width).to(device)
+        if vector_width and (self.vector_proj is None or self.vector_proj.in_features != vector_width):
+            self.vector_proj = nn.Linear(vector_width, self.word_width).to(device)
+        elif not vector_width:
+            self.vector_proj = None
+        self.output = nn.Linear(self.width, n_tags).to(device)
+        self.crf = ConstrainedCRF(n_tags, transitions, starts, ends).to(device)
+
+    def set_char_vectors(self, table: torch.Tensor) -> None:
+        """Initialize the character embeddings from a pretrained table."""
+        with torch.no_grad():
+            self.char_embed.weight.copy_(table)
+
+    def forward(
+        self,
+        char_rows: torch.Tensor,
+        word_hashes: torch.Tensor,
+        heads: torch.Tensor,
+        tails: torch.Tensor,
+        char_index: torch.Tensor,
+        word_index: torch.Tensor,
+        token_mask: torch.Tensor,
+        char_mask: torch.Tensor,
+        bigram_hashes: Optional[torch.Tensor] = None,
+        word_vectors: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """Emission scores for every character.
+
+        char_rows (N_c,): character-table rows of all characters in the batch.
+        word_hashes (N_w, k): hash rows of all lattice words in the batch.
+        heads, tails (B, n): token spans; characters first in each row, then words.
+        char_index (N_c,), word_index (N_w,): flat positions in (B * n) of each.
+        token_mask (B, n): real tokens. char_mask (B, n_chars_max): real characters.
+        bigram_hashes (N_c, k) and word_vectors (N_w, vector_width): optional.
+        RETURNS (torch.Tensor): (B, n_chars_max, n_tags) emissions.
+        """
+        batch, n = heads.shape
+        chars = self.char_embed(char_rows)
+        if self.bigram_embed is not None and bigram_hashes is not None:
+            chars = torch.cat([chars, self.bigram_embed(bigram_hashes)], dim=-1)
+        words = self.word_embed(word_hashes)
+        if self.vector_proj is not None and word_vectors is not None:
+            words = words + self.vector_proj(word_vectors)
+        chars = self.char_proj(self.embed_dropout(chars))
+        words = self.word_proj(self.embed_dropout(words))
+        x = chars.new_zeros(batch * n, self.width)
+        x = x.index_copy(0, char_index, chars).index_copy(0, word_index, words).view(batch, n, self.width)
+        pos = relative_positions(heads, tails, token_mask)
+        attend = self._attention_mask(heads, tails, token_mask, pos)
+        rel = self.position(pos)
+        for layer in self.layers:
+            x = layer(x, rel, pos, attend)
+        n_chars = char_mask.shape[1]
+        # Only characters go to the output layer; they open every row.
+        out = self.output(self.output_dropout(x[:, :n_chars]))
+        return out
+
+    def _attention_mask(self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor,
+                        pos: RelativePositions) -> torch.Tensor:
+        attend = token_mask[:, None, :] & token_mask[:, :, None]
+        if self.mask_self_matched:
+            # FLAT_msm: a character may not see the words that contain it.
+            is_char = (pos.lengths == 0) & token_mask
+            is_word = (pos.lengths > 0) & token_mask
+            inside = (heads[:, None, :] <= heads[:, :, None]) & (heads[:, :, None] <= tails[:, None, :])
+            attend = attend & ~(is_char[:, :, None] & is_word[:, None, :] & inside)
+        if self.max_distance >= 0:
+            # FLAT_mld: no attention between spans whose heads are further apart.
+            far = (heads[:, :, None] - heads[:, None, :]).abs() > self.max_distance
+            attend = attend & ~far
+        # Padded query rows attend to themselves so softmax stays finite.
+        eye = torch.eye(heads.shape[1], dtype=torch.bool, device=heads.device)[None]
+        return attend | (eye & ~token_mask[:, :, None])
+
+    def loss(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        assert self.crf is not None, "FlatTagger.configure was not called"
+        return self.crf.nll(emissions, tags, mask)
+
+    def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
+        assert self.crf is not None, "FlatTagger.configure was not called"
+        return self.crf.decode(emissions, mask)

@@ -1,0 +1,180 @@
+"""The lexicon: the words a lattice is matched against, with optional vectors."""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+
+import ahocorasick
+import numpy
+import srsly
+
+from .errors import LexiconError
+
+
+class Lexicon:
+    """Words of two or more characters, optionally with one vector each.
+
+    Matching uses an Aho-Corasick automaton (pyahocorasick, a C extension), which
+    finds every occurrence of every word, overlapping and of all lengths, in one
+    pass over the text. The automaton is rebuilt lazily after `add`, so new words
+    take effect on the next call.
+    """
+
+    def __init__(
+        self,
+        words: Iterable[str] = (),
+        vectors: Optional[numpy.ndarray] = None,
+        *,
+        vector_width: Optional[int] = None,
+    ) -> None:
+        """Create a lexicon.
+
+        words (Iterable[str]): The words. Single characters and duplicates are skipped.
+        vectors (Optional[numpy.ndarray]): One row per word in `words`, or None.
+        vector_width (Optional[int]): Width of the vectors when `vectors` is None
+            but vectors will be added later; 0 or None for a lexicon without vectors.
+        """
+        self._index: Dict[str, int] = {}
+        self._words: List[str] = []
+        word_list = list(words)
+        if vectors is not None:
+            if vectors.ndim != 2 or vectors.shape[0] != len(word_list):
+                raise LexiconError(
+                    f"Expected {len(word_list)} vectors, got an array of shape {vectors.shape}"
+                )
+            vector_width = int(vectors.shape[1])
+        self.vector_width = int(vector_width or 0)
+        rows: List[int] = []
+        for i, word in enumerate(word_list):
+            if len(word) >= 2 and word not in self._index:
+                self._index[word] = len(self._words)
+                self._words.append(word)
+                rows.append(i)
+        self._vectors = numpy.zeros((len(self._words), self.vector_width), dtype="float32")
+        if vectors is not None and rows:
+            self._vectors[:] = vectors[numpy.asarray(rows)]
+        self._has_vector = numpy.full(len(self._words), vectors is not None, dtype=bool)
+        self._automaton: Optional[ahocorasick.Automaton] = None
+
+    def __len__(self) -> int:
+        return len(self._words)
+
+    def __contains__(self, word: object) -> bool:
+        return word in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._words)
+
+    @property
+    def words(self) -> List[str]:
+        """RETURNS (List[str]): The words, in row order."""
+        return self._words
+
+    @property
+    def vectors(self) -> numpy.ndarray:
+        """RETURNS (numpy.ndarray): One row per word; zeros for words without a vector."""
+        return self._vectors
+
+    def index(self, word: str) -> int:
+        """RETURNS (int): The row of `word`. Raises KeyError if it is absent."""
+        return self._index[word]
+
+    def add(self, word: str, vector: Optional[numpy.ndarray] = None) -> int:
+        """Add a word, or set the vector of a word already present.
+
+        word (str): The word, two or more characters.
+        vector (Optional[numpy.ndarray]): Its vector, of width `vector_width`.
+        RETURNS (int): The word's row.
+        """
+        if not isinstance(word, str) or len(word) < 2:
+            raise LexiconError(f"Lexicon words have two or more characters, got {word!r}")
+        if vector is not None:
+            vector = numpy.asarray(vector, dtype="float32").reshape(-1)
+            if vector.shape[0] != self.vector_width:
+                raise LexiconError(
+                    f"Vector for {word!r} has width {vector.shape[0]}, "
+                    f"the lexicon's vectors have width {self.vector_width}"
+                )
+        row = self._index.get(word)
+        if row is None:
+            row = len(self._words)
+            self._index[word] = row
+            self._words.append(word)
+            self._vectors = numpy.vstack(
+                [self._vectors, numpy.zeros((1, self.vector_width), dtype="float32")]
+            )
+            self._has_vector = numpy.append(self._has_vector, False)
+            self._automaton = None
+        if vector is not None:
+            self._vectors[row] = vector
+            self._has_vector[row] = True
+        return row
+
+    def has_vector(self, word: str) -> bool:
+        """RETURNS (bool): Whether `word` is present and has a vector."""
+        row = self._index.get(word)
+        return row is not None and bool(self._has_vector[row])
+
+    def matches(self, text: str) -> List[Tuple[int, int, int]]:
+        """Find every occurrence of every word in `text`.
+
+        text (str): The text.
+        RETURNS (List[Tuple[int, int, int]]): (head, tail, row) per occurrence, with
+            head and tail the positions of the first and last character, sorted by
+            head, then tail.
+        """
+        if not self._words or len(text) < 2:
+            return []
+        automaton = self._get_automaton()
+        found = [
+            (end - length + 1, end, row)
+            for end, (row, length) in automaton.iter(text)
+        ]
+        found.sort()
+        return found
+
+    def _get_automaton(self) -> ahocorasick.Automaton:
+        if self._automaton is None:
+            automaton = ahocorasick.Automaton()
+            for row, word in enumerate(self._words):
+                automaton.add_word(word, (row, len(word)))
+            automaton.make_automaton()
+            self._automaton = automaton
+        return self._automaton
+
+    def to_bytes(self) -> bytes:
+        """Serialize as msgpack: the word list, the vectors as raw float32 and a
+        has-vector mask. Plain data only, so loading never unpickles code.
+
+        RETURNS (bytes): The serialized lexicon.
+        """
+        return srsly.msgpack_dumps(
+            {
+                "words": self._words,
+                "vector_width": self.vector_width,
+                "vectors": self._vectors.astype("<f4").tobytes(),
+                "has_vector": numpy.packbits(self._has_vector).tobytes(),
+            }
+        )
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> "Lexicon":
+        """Load a lexicon written by `to_bytes`.
+
+        data (bytes): The serialized lexicon.
+        source (str): Where the bytes came from, for error messages.
+        RETURNS (Lexicon): The lexicon.
+        """
+        try:
+            msg = srsly.msgpack_loads(data)
+            words = list(msg["words"])
+            width = int(msg["vector_width"])
+            vectors = numpy.frombuffer(msg["vectors"], dtype="<f4").reshape(len(words), width)
+            has_vector = numpy.unpackbits(numpy.frombuffer(msg["has_vector"], dtype="uint8"))
+        except Exception as err:  # any decoding failure means a damaged file
+            raise LexiconError(f"Damaged lexicon in {source}: {err}") from err
+        lexicon = cls(words, vectors.astype("float32"))
+        if len(lexicon) != len(words):
+            raise LexiconError(f"Damaged lexicon in {source}: duplicate or short words")
+        lexicon._has_vector = has_vector[: len(words)].astype(bool)
+        return lexicon

@@ -1,0 +1,203 @@
+"""The registered FLAT architecture: the one place where thinc meets PyTorch.
+
+`docs -> FlatBatch` (featurizer, NumPy) `-> emissions` (PyTorch FlatTagger,
+wrapped by thinc). The CRF lives inside the torch module; `crf_loss` and
+`crf_decode` run it on the emissions thinc returns, so the thinc optimizer
+trains encoder and CRF alike (PyTorchShim.finish_update walks every parameter).
+"""
+
+
+import io
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy
+import torch
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, PyTorchWrapper_v3, chain, torch2xp, xp2torch
+from thinc.types import Floats3d
+
+from .char_vocab import CharVocab
+from .encoder import FlatTagger
+from .features import FlatBatch, featurize
+from .lexicon import Lexicon
+
+InT = List[Doc]
+OutT = Floats3d
+
+
+@registry.architectures("spacy-flat.FlatTagger.v1")
+def build_flat_tagger(
+    width: int = 160,
+    n_heads: int = 8,
+    ffn_width: int = 480,
+    n_layers: int = 1,
+    char_width: int = 128,
+    word_width: int = 100,
+    word_rows: int = 50000,
+    bigram_width: int = 0,
+    bigram_rows: int = 0,
+    max_words: int = -1,
+    embed_dropout: float = 0.5,
+    dropout: float = 0.15,
+    attention_dropout: float = 0.0,
+    output_dropout: float = 0.3,
+    scaled: bool = True,
+    mask_self_matched: bool = False,
+    max_distance: int = -1,
+    head_only: bool = False,
+    mixed_precision: bool = False,
+    grad_scaler_config: Optional[Dict[str, Any]] = None,
+) -> Model[InT, OutT]:
+    """Build FLAT: lattice features, the FLAT encoder and emission scores.
+
+    width (int): d_model (paper, Table 5: 160).
+    n_heads (int): Attention heads (8). ffn_width (int): FFN size (480).
+    n_layers (int): FLAT layers (1).
+    char_width (int): Character embedding width; must match the character
+        vectors given at initialization (jieba's LAC table: 128).
+    word_width (int), word_rows (int): Word bloom-embedding width and rows.
+    bigram_width (int), bigram_rows (int): Character-bigram embeddings; 0 rows for none.
+    max_words (int): Cap on lattice words per text; -1 for none.
+    embed_dropout (float), dropout (float), attention_dropout (float),
+    output_dropout (float): Dropout rates (paper: 0.5 embeddings, 0.3 output).
+    scaled (bool): Scale attention by 1/sqrt(d_head); False is TENER's un-scaled attention.
+    mask_self_matched (bool): FLAT_msm ablation. max_distance (int): FLAT_mld
+        ablation (10 in the paper); -1 for none. head_only (bool): FLAT_head ablation.
+    mixed_precision (bool), grad_scaler_config (dict): PyTorch autocast and grad scaling.
+    RETURNS (Model[List[Doc], Floats3d]): Emission scores (batch, chars, tags).
+    """
+    module = FlatTagger(
+        width=width, n_heads=n_heads, ffn_width=ffn_width, n_layers=n_layers,
+        char_width=char_width, word_width=word_width, word_rows=word_rows,
+        bigram_width=bigram_width, bigram_rows=bigram_rows, embed_dropout=embed_dropout,
+        dropout=dropout, attention_dropout=attention_dropout, output_dropout=output_dropout,
+        scaled=scaled, mask_self_matched=mask_self_matched, max_distance=max_distance,
+        head_only=head_only,
+    )
+    features: Model[InT, FlatBatch] = Model(
+        "flat_features",
+        _featurize_forward,
+        attrs={"word_rows": word_rows, "bigram_rows": bigram_rows, "max_words": max_words,
+               "lexicon": None, "char_vocab": None},
+    )
+    tagger: Model[FlatBatch, OutT] = PyTorchWrapper_v3(
+        module,
+        convert_inputs=_convert_inputs,
+        convert_outputs=_convert_outputs,
+        mixed_precision=mixed_precision,
+        grad_scaler=PyTorchGradScaler(**(grad_scaler_config or {})),
+        serialize_model=_serialize,
+        deserialize_model=_deserialize,
+    )
+    model: Model[InT, OutT] = chain(features, tagger)
+    model.set_ref("features", features)
+    model.set_ref("tagger", tagger)
+    return model
+
+
+def torch_module(model: Model) -> FlatTagger:
+    """RETURNS (FlatTagger): The torch module inside a FLAT model."""
+    return model.get_ref("tagger").shims[0]._model
+
+
+def set_resources(model: Model, lexicon: Lexicon, char_vocab: CharVocab) -> None:
+    """Point the featurizer at the component's lexicon and character vocabulary.
+    They are saved by the component, not inside the model's bytes."""
+    features = model.get_ref("features")
+    features.attrs["lexicon"] = lexicon
+    features.attrs["char_vocab"] = char_vocab
+
+
+def _featurize_forward(model: Model[InT, FlatBatch], docs: InT, is_train: bool) -> Tuple[FlatBatch, Callable]:
+    lexicon, char_vocab = model.attrs["lexicon"], model.attrs["char_vocab"]
+    if lexicon is None or char_vocab is None:
+        raise ValueError("The FLAT model has no lexicon: initialize the flat_ner component first")
+    batch = featurize(
+        [doc.text for doc in docs], lexicon, char_vocab,
+        word_rows=model.attrs["word_rows"], bigram_rows=model.attrs["bigram_rows"],
+        max_words=model.attrs["max_words"],
+    )
+    return batch, lambda d_batch: []
+
+
+def _device(model: Model) -> torch.device:
+    return next(model.shims[0]._model.parameters()).device
+
+
+def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
+    device = _device(model)
+
+    def tensor(array: Optional[numpy.ndarray]) -> Optional[torch.Tensor]:
+        return None if array is None else torch.from_numpy(numpy.ascontiguousarray(array)).to(device)
+
+    kwargs = {
+        "char_rows": tensor(batch.char_rows),
+        "word_hashes": tensor(batch.word_hashes),
+        "heads": tensor(batch.heads),
+        "tails": tensor(batch.tails),
+        "char_index": tensor(batch.char_index),
+        "word_index": tensor(batch.word_index),
+        "token_mask": tensor(batch.token_mask),
+        "char_mask": tensor(batch.char_mask),
+        "bigram_hashes": tensor(batch.bigram_hashes),
+        "word_vectors": tensor(batch.word_vectors),
+    }
+    return ArgsKwargs(args=(), kwargs=kwargs), lambda d_inputs: batch
+
+
+def _convert_outputs(model: Model, inputs_outputs: Tuple[Any, torch.Tensor],
+                     is_train: bool) -> Tuple[OutT, Callable]:
+    _, output = inputs_outputs
+    scores = torch2xp(output.float())
+
+    def backprop(d_scores: OutT) -> ArgsKwargs:
+        return ArgsKwargs(args=(output,), kwargs={"grad_tensors": xp2torch(d_scores, device=output.device)})
+
+    return scores, backprop
+
+
+def _serialize(module: torch.nn.Module) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(module.state_dict(), buffer)
+    return buffer.getvalue()
+
+
+def _deserialize(module: torch.nn.Module, data: bytes, device: torch.device) -> torch.nn.Module:
+    # weights_only: a saved pipeline holds tensors, never code to unpickle.
+    state = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
+    module.load_state_dict(state)
+    return module.to(device)
+
+
+def _padded(lengths: Sequence[int], device: torch.device) -> torch.Tensor:
+    width = max(lengths)
+    return torch.arange(width, device=device)[None, :] < torch.as_tensor(list(lengths), device=device)[:, None]
+
+
+def crf_loss(model: Model, scores: OutT, gold: Sequence[Sequence[int]]) -> Tuple[float, OutT]:
+    """CRF negative log-likelihood, averaged over rows, and its gradient.
+
+    The CRF's own parameter gradients accumulate in the torch module and are
+    applied by the next `finish_update`.
+    """
+    module = torch_module(model)
+    device = next(module.parameters()).device
+    emissions = xp2torch(scores, requires_grad=True, device=device)
+    lengths = [len(g) for g in gold]
+    mask = _padded(lengths, device)[:, : emissions.shape[1]]
+    tags = torch.zeros(mask.shape, dtype=torch.long)
+    for b, row in enumerate(gold):
+        tags[b, : len(row)] = torch.as_tensor(row, dtype=torch.long)
+    loss = module.loss(emissions, tags.to(device), mask) / max(1, len(gold))
+    loss.backward()
+    assert emissions.grad is not None
+    return float(loss.item()), torch2xp(emissions.grad)
+
+
+def crf_decode(model: Model, scores: OutT, lengths: Sequence[int]) -> List[List[int]]:
+    """Viterbi tag ids per row, each of its own length."""
+    module = torch_module(model)
+    device = next(module.parameters()).device
+    emissions = xp2torch(scores, device=device)
+    return module.decode(emissions, _padded(lengths, device)[:, : emissions.shape[1]])

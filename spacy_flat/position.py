@@ -1,0 +1,114 @@
+"""FLAT's relative span positions, computed without an n x n x d tensor.
+
+For spans i, j with heads h and lengths l = tail - head, the four distances are
+hh = h_i - h_j, th = hh + l_i, ht = hh - l_j, tt = hh + l_i - l_j, so R_ij depends
+only on the triple (hh, l_i, l_j). A batch holds few distinct triples (characters
+have l = 0 and words are short), so R is computed once per distinct triple
+(`RelativePositions.triples`) and each pair keeps an index into that table.
+Since W_r is linear before the ReLU, W_r [p_hh + p_th + p_ht + p_tt] is the sum
+of four per-distance tables W_r,k p(d), each only (2D + 1) x d_model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class RelativePositions:
+    """The distinct (hh, l_i, l_j) triples of a batch and each pair's triple.
+
+    `index[b, i, j]` is the row of pair (i, j) in the triple table. Rows are
+    ordered by l_i first, so the triples of queries with one length form a
+    contiguous block (`query_length_start`).
+    """
+
+    index: torch.Tensor  # (batch, n, n) int64
+    hh: torch.Tensor  # (n_triples,) int64
+    len_i: torch.Tensor  # (n_triples,) int64
+    len_j: torch.Tensor  # (n_triples,) int64
+    lengths: torch.Tensor  # (batch, n) int64 span length (tail - head) of each token
+    query_length_start: torch.Tensor  # (max_len + 2,) first triple row with l_i >= k
+
+    @property
+    def n_triples(self) -> int:
+        return int(self.hh.shape[0])
+
+
+def relative_positions(heads: torch.Tensor, tails: torch.Tensor, mask: torch.Tensor) -> RelativePositions:
+    """Index the distinct position triples of a batch.
+
+    heads (torch.Tensor): (batch, n) int64 head positions.
+    tails (torch.Tensor): (batch, n) int64 tail positions.
+    mask (torch.Tensor): (batch, n) bool, True for real tokens.
+    RETURNS (RelativePositions): The triple table and the pair index.
+    """
+    heads = heads.masked_fill(~mask, 0)
+    lengths = (tails - heads).masked_fill(~mask, 0)
+    n_len = int(lengths.max().item()) + 1 if lengths.numel() else 1
+    offset = int(heads.max().item()) if heads.numel() else 0
+    n_hh = 2 * offset + 1
+    hh = heads[:, :, None] - heads[:, None, :] + offset
+    # Dense keys ordered (l_i, l_j, hh); a presence table then a cumulative sum
+    # compacts them without sorting n^2 keys.
+    key = (lengths[:, :, None] * n_len + lengths[:, None, :]) * n_hh + hh
+    pair_mask = mask[:, :, None] & mask[:, None, :]
+    key = key.masked_fill(~pair_mask, 0)
+    present = torch.zeros(n_len * n_len * n_hh, dtype=torch.bool, device=heads.device)
+    present[key[pair_mask]] = True
+    present[0] = True  # padded pairs point at row 0; they are masked in attention
+    compact = torch.cumsum(present, 0) - 1
+    index = compact[key]
+    keys = torch.nonzero(present).squeeze(1)
+    tri_hh = keys % n_hh - offset
+    rest = keys // n_hh
+    len_j = rest % n_len
+    len_i = rest // n_len
+    starts = torch.searchsorted(len_i, torch.arange(n_len + 1, device=heads.device))
+    return RelativePositions(index, tri_hh, len_i, len_j, lengths, starts)
+
+
+def sinusoid(distances: torch.Tensor, width: int) -> torch.Tensor:
+    """The paper's eqs. 9-10: p_d[2k] = sin(d / 10000^(2k/d)), p_d[2k+1] = cos(...)."""
+    half = torch.arange(0, width, 2, device=distances.device, dtype=torch.float32)
+    freq = torch.exp(-math.log(10000.0) * half / width)
+    angles = distances.float()[:, None] * freq[None, :]
+    table = torch.zeros(distances.shape[0], width, device=distances.device)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles[:, : width // 2])
+    return table
+
+
+class PositionFusion(nn.Module):
+    """R = ReLU(W_r (p_hh + p_th + p_ht + p_tt) + b) for each distinct triple (eq. 8).
+
+    head_only (bool): FLAT_head: use p_hh alone.
+    """
+
+    def __init__(self, width: int, *, head_only: bool = False) -> None:
+        super().__init__()
+        self.width = width
+        self.head_only = head_only
+        # One slice of W_r per distance kind: equal to W_r applied to the concatenation.
+        self.w_r = nn.Linear(4 * width, width)
+
+    def forward(self, pos: RelativePositions) -> torch.Tensor:
+        """RETURNS (torch.Tensor): (n_triples, width) R rows."""
+        th = pos.hh + pos.len_i
+        ht = pos.hh - pos.len_j
+        tt = pos.hh + pos.len_i - pos.len_j
+        lo = int(torch.minimum(pos.hh.min(), tt.min()).minimum(ht.min()).item())
+        hi = int(torch.maximum(pos.hh.max(), tt.max()).maximum(th.max()).item())
+        enc = sinusoid(torch.arange(lo, hi + 1, device=pos.hh.device), self.width)
+        w = self.w_r.weight.view(self.width, 4, self.width)
+        kinds = (pos.hh, th, ht, tt)
+        n_kinds = 1 if self.head_only else 4
+        fused = self.w_r.bias.expand(pos.n_triples, self.width)
+        for k in range(n_kinds):
+            table = enc @ w[:, k, :].t()  # ((hi - lo + 1), width): per-distance W_r,k p(d)
+            fused = fused + table[kinds[k] - lo]
+        return torch.relu(fused)
