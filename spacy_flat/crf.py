@@ -60,9 +60,11 @@ class ConstrainedCRF(nn.Module):
         RETURNS (torch.Tensor): The scalar loss.
         """
         # The forward algorithm's logsumexp is run in float32 even under mixed precision.
-        return -self.crf(emissions.float(), tags, mask=mask, reduction="sum")
+        # cached(): pytorch-crf reads `transitions` once per time step.
+        with parametrize.cached():
+            return -self.crf(emissions.float(), tags, mask=mask, reduction="sum")
 
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
         """Best valid tag sequence per row (Viterbi)."""
-        with torch.no_grad():
+        with torch.no_grad(), parametrize.cached():
             return self.crf.decode(emissions.float(), mask=mask)

@@ -51,35 +51,49 @@ class FlatAttention(nn.Module):
         val = self.w_v(x).view(batch, n, heads, hw).transpose(1, 2)
         rk = self.w_kr(rel).view(-1, heads, hw).permute(1, 2, 0)  # H hw U
         scores = torch.matmul(q + self.u[None, :, None, :], k.transpose(-1, -2))
-        scores = scores + self._position_scores(q + self.v[None, :, None, :], rk, pos, attend)
+        scores = scores + self._position_scores(q + self.v[None, :, None, :], rk, pos)
         scores = scores * self.scale
         scores = scores.masked_fill(~attend[:, None], torch.finfo(scores.dtype).min)
         probs = self.dropout(torch.softmax(scores, dim=-1))
         out = torch.matmul(probs, val).transpose(1, 2).reshape(batch, n, width)
         return self.w_o(out)
 
-    def _position_scores(self, qv: torch.Tensor, rk: torch.Tensor, pos: RelativePositions,
-                         attend: torch.Tensor) -> torch.Tensor:
-        batch, heads, n, _ = qv.shape
-        n_triples = rk.shape[-1]
-        rows = max(1, POSITION_SCORE_BUDGET // max(1, batch * heads * n_triples))
-        if rows >= n:
-            scores = torch.matmul(qv, rk)  # B H n U
-            return scores.gather(-1, pos.index[:, None].expand(batch, heads, n, n))
-        # Long input: score each row chunk only against the triples whose query
-        # length occurs in it (character rows need l_i = 0 alone).
-        row_len = pos.lengths.masked_fill(~attend.any(-1), 0)
-        blocks = []
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
-            lens = row_len[:, r0:r1]
-            u0 = int(pos.query_length_start[int(lens.min().item())].item())
-            u1 = int(pos.query_length_start[int(lens.max().item()) + 1].item())
-            scores = torch.matmul(qv[:, :, r0:r1], rk[:, :, u0:u1])
-            idx = (pos.index[:, r0:r1] - u0).clamp(0, u1 - u0 - 1)
-            blocks.append(scores.gather(-1, idx[:, None].expand(batch, heads, r1 - r0, n)))
-        return torch.cat(blocks, dim=2)
+    def _position_scores(self, qv: torch.Tensor, rk: torch.Tensor, pos: RelativePositions) -> torch.Tensor:
+        """(q_i + v) . RK[index(i, j)] for every pair, as (B, H, n, n).
 
+        A query of span length a only meets triples with l_i = a, a contiguous
+        block of the table, so rows are grouped by length and each group is
+        scored against its own block (characters, the bulk, need l_i = 0 only),
+        in row chunks bounded by POSITION_SCORE_BUDGET.
+        """
+        batch, heads, n, hw = qv.shape
+        flat_q = qv.permute(2, 0, 1, 3).reshape(n * batch, heads, hw)
+        flat_index = pos.index.transpose(0, 1).reshape(n * batch, n)
+        n_len = pos.query_length_start.shape[0] - 1
+        # Padded rows get the key n_len, past every group, and score zero.
+        row_len = pos.lengths.masked_fill(~pos.mask, n_len).transpose(0, 1).reshape(-1)
+        order = torch.argsort(row_len, stable=True)
+        counts = torch.bincount(row_len, minlength=n_len + 1).tolist()
+        starts = pos.query_length_start.tolist()
+        pieces = []
+        offset = 0
+        for a in range(n_len):
+            if not counts[a]:
+                continue
+            u0, u1 = starts[a], starts[a + 1]
+            rows = order[offset : offset + counts[a]]
+            offset += counts[a]
+            step = max(1, POSITION_SCORE_BUDGET // max(1, heads * (u1 - u0)))
+            for c0 in range(0, rows.shape[0], step):
+                chunk = rows[c0 : c0 + step]
+                scores = torch.matmul(flat_q.index_select(0, chunk).transpose(0, 1), rk[:, :, u0:u1])
+                idx = (flat_index.index_select(0, chunk) - u0).clamp_(0, u1 - u0 - 1)
+                pieces.append(scores.gather(-1, idx[None].expand(heads, -1, -1)).transpose(0, 1))
+        pieces.append(qv.new_zeros(counts[n_len], heads, n))
+        ordered = torch.cat(pieces, dim=0)
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(order.shape[0], device=order.device)
+        return ordered[inverse].view(n, batch, heads, n).permute(1, 2, 0, 3)
 
 class FlatLayer(nn.Module):
     """Attention and feed-forward sublayers, each with residual and layer norm."""

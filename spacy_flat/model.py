@@ -14,13 +14,15 @@ import numpy
 import torch
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, PyTorchWrapper_v3, chain, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, chain, torch2xp, xp2torch
+from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats3d
 
 from .char_vocab import CharVocab
 from .encoder import FlatTagger
 from .features import FlatBatch, featurize
 from .lexicon import Lexicon
+from .shim import InPlacePyTorchShim
 
 InT = List[Doc]
 OutT = Floats3d
@@ -33,8 +35,8 @@ def build_flat_tagger(
     ffn_width: int = 480,
     n_layers: int = 1,
     char_width: int = 128,
-    word_width: int = 100,
-    word_rows: int = 50000,
+    word_width: int = 64,
+    word_rows: int = 20000,
     bigram_width: int = 0,
     bigram_rows: int = 0,
     max_words: int = -1,
@@ -81,14 +83,21 @@ def build_flat_tagger(
         attrs={"word_rows": word_rows, "bigram_rows": bigram_rows, "max_words": max_words,
                "lexicon": None, "char_vocab": None},
     )
-    tagger: Model[FlatBatch, OutT] = PyTorchWrapper_v3(
+    # PyTorchWrapper_v3's layer, with the in-place shim (see shim.py).
+    shim = InPlacePyTorchShim(
         module,
-        convert_inputs=_convert_inputs,
-        convert_outputs=_convert_outputs,
         mixed_precision=mixed_precision,
         grad_scaler=PyTorchGradScaler(**(grad_scaler_config or {})),
+        device=None,
         serialize_model=_serialize,
         deserialize_model=_deserialize,
+    )
+    tagger: Model[FlatBatch, OutT] = Model(
+        "pytorch",
+        pytorch_forward,
+        attrs={"convert_inputs": _convert_inputs, "convert_outputs": _convert_outputs},
+        shims=[shim],
+        dims={"nI": None, "nO": None},
     )
     model: Model[InT, OutT] = chain(features, tagger)
     model.set_ref("features", features)

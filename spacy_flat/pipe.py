@@ -40,8 +40,8 @@ n_heads = 8
 ffn_width = 480
 n_layers = 1
 char_width = 128
-word_width = 100
-word_rows = 50000
+word_width = 64
+word_rows = 20000
 bigram_width = 0
 bigram_rows = 0
 max_words = -1
@@ -273,7 +273,16 @@ class FlatNER(TrainablePipe):
         mode = self.cfg["alignment_mode"]
         for doc, doc_spans in zip(docs, spans):
             ents: List[Span] = []
+            text = doc.text
             for start, end, label in doc_spans:
+                # Entities never begin or end with whitespace; trim it off.
+                while start < end and text[start].isspace():
+                    start += 1
+                while end > start and text[end - 1].isspace():
+                    end -= 1
+                if start == end:
+                    self.alignment_report["dropped"] += 1
+                    continue
                 span = doc.char_span(start, end, label=label, alignment_mode=mode)
                 if span is None or len(span) == 0:
                     self.alignment_report["dropped"] += 1

@@ -32,6 +32,7 @@ class RelativePositions:
     len_i: torch.Tensor  # (n_triples,) int64
     len_j: torch.Tensor  # (n_triples,) int64
     lengths: torch.Tensor  # (batch, n) int64 span length (tail - head) of each token
+    mask: torch.Tensor  # (batch, n) bool, True for real tokens
     query_length_start: torch.Tensor  # (max_len + 2,) first triple row with l_i >= k
 
     @property
@@ -69,7 +70,7 @@ def relative_positions(heads: torch.Tensor, tails: torch.Tensor, mask: torch.Ten
     len_j = rest % n_len
     len_i = rest // n_len
     starts = torch.searchsorted(len_i, torch.arange(n_len + 1, device=heads.device))
-    return RelativePositions(index, tri_hh, len_i, len_j, lengths, starts)
+    return RelativePositions(index, tri_hh, len_i, len_j, lengths, mask, starts)
 
 
 def sinusoid(distances: torch.Tensor, width: int) -> torch.Tensor:

@@ -1,0 +1,253 @@
+"""Convert annotated Chinese NER files to spaCy DocBin files.
+
+Reads character-per-line files (BMES, BIO or BIOES tags, space- or tab-separated,
+Weibo's `char+index` tokens) and CLUENER-style JSON lines. Docs are built one
+token per character with `spaces=[False] * n`. Every repair is reported with its
+line; a malformed line stops the conversion with an error naming file and line.
+"""
+
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, List, Optional, TextIO, Tuple
+
+from spacy.tokens import Doc, DocBin
+from spacy.vocab import Vocab
+
+from .errors import ConversionError
+from .tags import CharSpan
+
+SCHEMES = ("BMES", "BIO", "BIOES")
+# Tag prefixes mapped to roles: begin, inside, end (last), single (unit).
+PREFIX_ROLE = {"B": "B", "I": "I", "M": "I", "E": "L", "L": "L", "S": "U", "U": "U"}
+
+
+@dataclass
+class Sentence:
+    chars: List[str]
+    spans: List[CharSpan]
+    first_line: int
+
+
+@dataclass
+class ConversionReport:
+    """Counts read and written, and every repair made, with its line."""
+
+    path: str
+    sentences: int = 0
+    entities_read: int = 0
+    entities_written: int = 0
+    repairs: List[str] = field(default_factory=list)
+    repair_kinds: Counter = field(default_factory=Counter)
+
+    def repair(self, line: int, kind: str, detail: str) -> None:
+        self.repairs.append(f"{self.path}:{line}: {kind}: {detail}")
+        self.repair_kinds[kind] += 1
+
+    def summary(self) -> str:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.repair_kinds.items())) or "none"
+        return (f"{self.path}: {self.sentences} sentences, {self.entities_read} entities read, "
+                f"{self.entities_written} written; repairs: {kinds}")
+
+
+def detect_scheme(prefixes: Counter) -> str:
+    """RETURNS (str): BMES if M- tags occur, BIOES if E-/S- tags occur with I-, else BIO."""
+    if prefixes["M"]:
+        return "BMES"
+    if prefixes["E"] or prefixes["S"]:
+        return "BIOES" if prefixes["I"] or not prefixes["M"] else "BMES"
+    return "BIO"
+
+
+def read_conll(path: Path, *, scheme: Optional[str] = None, report: ConversionReport,
+               progress: Optional[Callable[[int], None]] = None) -> Iterator[Sentence]:
+    """Read a character-per-line file.
+
+    path (Path): The file: `<token><space or tab><tag>` per line, blank lines between sentences.
+    scheme (Optional[str]): BMES, BIO or BIOES; detected from the tags if None.
+    report (ConversionReport): Collects counts and repairs.
+    YIELDS (Sentence): Sentences with their character spans.
+    """
+    rows = list(_read_rows(path))
+    prefixes = Counter(tag[0] for _, tag, _ in (r for sent in rows for r in sent) if tag != "O")
+    used = scheme or detect_scheme(prefixes)
+    if used not in SCHEMES:
+        raise ConversionError(f"{path}: unknown scheme {used!r}; choose one of {SCHEMES}")
+    index_tokens = _uses_index_tokens(rows)
+    for sent in rows:
+        chars = [_char_of(tok, line, index_tokens, path, report) for tok, _, line in sent]
+        tags = [(tag, line) for _, tag, line in sent]
+        spans = _tags_to_spans(tags, used, report)
+        report.sentences += 1
+        if progress is not None:
+            progress(report.sentences)
+        yield Sentence(chars, spans, sent[0][2])
+
+
+def _read_rows(path: Path) -> Iterator[List[Tuple[str, str, int]]]:
+    sent: List[Tuple[str, str, int]] = []
+    with open(path, "rb") as file_:
+        for line_no, raw in enumerate(file_, 1):
+            try:
+                line = raw.decode("utf8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                raise ConversionError(f"{path}:{line_no}: not valid UTF-8 ({err.reason})") from None
+            if not line.strip():
+                if sent:
+                    yield sent
+                    sent = []
+                continue
+            # The tag is the last field; the token may itself be a space in some corpora.
+            sep = "\t" if "\t" in line else " "
+            token, _, tag = line.rpartition(sep)
+            if not token or not tag:
+                raise ConversionError(f"{path}:{line_no}: expected '<char> <tag>', got {line!r}")
+            if tag != "O" and (len(tag) < 3 or tag[1] != "-" or tag[0] not in PREFIX_ROLE):
+                raise ConversionError(f"{path}:{line_no}: malformed tag {tag!r} in {line!r}")
+            sent.append((token, tag, line_no))
+    if sent:
+        yield sent
+
+
+def _uses_index_tokens(rows: List[List[Tuple[str, str, int]]]) -> bool:
+    """Weibo's tokens are a character followed by its word-position index (`科0`):
+    every token then has two or more code points and ends in a digit."""
+    tokens = [tok for sent in rows[:50] for tok, _, _ in sent]
+    return bool(tokens) and all(len(t) >= 2 and t[-1].isdigit() for t in tokens)
+
+
+def _char_of(token: str, line: int, index_tokens: bool, path: Path, report: ConversionReport) -> str:
+    if index_tokens:
+        # The character is the first code point; the rest must be the index.
+        if not token[1:].isdigit():
+            report.repair(line, "token of several characters reduced to its first", f"{token!r} -> {token[0]!r}")
+        return token[0]
+    if len(token) != 1:
+        raise ConversionError(f"{path}:{line}: expected one character, got token {token!r}")
+    return token
+
+
+def _tags_to_spans(tags: List[Tuple[str, int]], scheme: str, report: ConversionReport) -> List[CharSpan]:
+    """Decode one sentence's tags, reporting each repair. spaCy's iob_to_biluo
+    repairs such sequences silently, so this is written out to report them."""
+    spans: List[CharSpan] = []
+    explicit_end = scheme != "BIO"
+    start, label = -1, ""
+
+    def close(end: int) -> None:
+        nonlocal start
+        spans.append((start, end, label))
+        start = -1
+
+    for i, (tag, line) in enumerate(tags):
+        if tag == "O":
+            if start >= 0:
+                if explicit_end:
+                    report.repair(line, "entity with no end tag closed", f"{label} before O")
+                close(i)
+            continue
+        role, typ = PREFIX_ROLE[tag[0]], tag[2:]
+        if role in "BU":
+            report.entities_read += 1
+        switched = False
+        if start >= 0 and (role in "BU" or typ != label):
+            if role not in "BU":
+                report.repair(line, "entity type switched mid-span", f"{label} -> {tag}")
+                switched = True
+            elif explicit_end:
+                report.repair(line, "entity with no end tag closed", f"{label} before {tag}")
+            close(i)
+        if start < 0:
+            if role in "IL" and not switched:
+                kind = "entity cut by a sentence break" if i == 0 else "inside tag with no begin tag"
+                report.repair(line, kind, f"{tag} starts an entity")
+            start, label = i, typ
+        if role in "LU":
+            close(i + 1)
+    if start >= 0:
+        if explicit_end:
+            report.repair(tags[-1][1], "entity cut by a sentence break", f"{label} closed at sentence end")
+        close(len(tags))
+    return spans
+
+
+def read_jsonl(path: Path, *, report: ConversionReport) -> Iterator[Sentence]:
+    """Read CLUENER-style JSON lines: {"text": ..., "label": {type: {surface: [[start, end_inclusive]]}}}."""
+    with open(path, "rb") as file_:
+        for line_no, raw in enumerate(file_, 1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf8"))
+                text = record["text"]
+                labels = record.get("label") or {}
+            except (UnicodeDecodeError, ValueError, KeyError, TypeError) as err:
+                raise ConversionError(f"{path}:{line_no}: not a JSON object with 'text': {err}") from None
+            spans: List[CharSpan] = []
+            for typ, surfaces in labels.items():
+                for surface, positions in surfaces.items():
+                    for pos in positions:
+                        report.entities_read += 1
+                        if not (isinstance(pos, list) and len(pos) == 2 and 0 <= pos[0] <= pos[1] < len(text)):
+                            raise ConversionError(f"{path}:{line_no}: bad span {pos!r} for {surface!r}")
+                        if text[pos[0] : pos[1] + 1] != surface:
+                            raise ConversionError(
+                                f"{path}:{line_no}: span {pos} is {text[pos[0]:pos[1] + 1]!r}, not {surface!r}")
+                        spans.append((pos[0], pos[1] + 1, typ))
+            spans.sort()
+            kept: List[CharSpan] = []
+            for span in spans:
+                if kept and span[0] < kept[-1][1]:
+                    report.repair(line_no, "overlapping entity dropped", f"{span} overlaps {kept[-1]}")
+                    continue
+                kept.append(span)
+            report.sentences += 1
+            yield Sentence(list(text), kept, line_no)
+
+
+def to_doc(vocab: Vocab, sentence: Sentence) -> Doc:
+    """One token per character, no spaces; entities from character spans."""
+    doc = Doc(vocab, words=sentence.chars, spaces=[False] * len(sentence.chars))
+    doc.ents = [doc.char_span(s, e, label=lab) for s, e, lab in sentence.spans]
+    return doc
+
+
+def convert(input_path: Path, output_path: Path, *, scheme: Optional[str] = None,
+            file_format: str = "auto", dev_last: int = 0, dev_output: Optional[Path] = None,
+            log: TextIO = sys.stderr) -> Tuple[ConversionReport, int, int]:
+    """Convert one file to a DocBin, optionally splitting its last sentences off as dev.
+
+    RETURNS (Tuple[ConversionReport, int, int]): The report, docs written to
+        `output_path` and to `dev_output`.
+    """
+    report = ConversionReport(str(input_path))
+    fmt = file_format if file_format != "auto" else (
+        "jsonl" if input_path.suffix in (".json", ".jsonl") else "conll")
+
+    def progress(n: int) -> None:
+        if n % 10000 == 0:
+            print(f"  ... {n} sentences", file=log, flush=True)
+
+    vocab = Vocab()
+    if fmt == "jsonl":
+        sentences = list(read_jsonl(input_path, report=report))
+    else:
+        sentences = list(read_conll(input_path, scheme=scheme, report=report, progress=progress))
+    docs = [to_doc(vocab, s) for s in sentences]
+    report.entities_written = sum(len(d.ents) for d in docs)
+    if dev_last and dev_output is None:
+        raise ConversionError("--dev-last needs --dev-output")
+    cut = len(docs) - dev_last if dev_last else len(docs)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    DocBin(docs=docs[:cut], store_user_data=False).to_disk(output_path)
+    if dev_last and dev_output is not None:
+        dev_output.parent.mkdir(parents=True, exist_ok=True)
+        DocBin(docs=docs[cut:], store_user_data=False).to_disk(dev_output)
+    for line in report.repairs:
+        print(f"  repair {line}", file=log)
+    print(report.summary(), file=log)
+    print(f"wrote {cut} docs to {output_path}" + (
+        f" and {len(docs) - cut} to {dev_output}" if dev_last else ""), file=log)
+    return report, cut, len(docs) - cut

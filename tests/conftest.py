@@ -1,0 +1,67 @@
+"""Shared fixtures: a tiny corpus, a small lexicon, and one trained pipeline."""
+
+import json
+from pathlib import Path
+from typing import Callable, List
+
+import pytest
+import spacy
+from spacy.language import Language
+from spacy.training import Example
+from spacy.util import fix_random_seed
+
+from spacy_flat.lexicon import Lexicon
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+SHARED = ROOT.parent / "shared"
+TINY = TESTS / "data" / "tiny.jsonl"
+
+# Words for a small lexicon; tests that need jieba's full dictionary load it themselves.
+SMALL_WORDS = ["北京", "北京大学", "大学", "上海", "工作", "华为", "华为公司", "公司", "广州", "出生",
+               "清华", "清华大学", "南京", "腾讯", "腾讯公司", "任职", "杭州", "居住", "复旦", "复旦大学",
+               "深圳", "毕业", "天气", "今天"]
+
+needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"{SHARED} (the shared data) is absent")
+
+
+def tiny_records() -> List[dict]:
+    return [json.loads(line) for line in TINY.read_text(encoding="utf8").splitlines() if line.strip()]
+
+
+def tiny_examples(nlp: Language) -> List[Example]:
+    examples = []
+    for rec in tiny_records():
+        spans = [(s, e + 1, lab) for lab, surf in rec["label"].items() for pos in surf.values() for s, e in pos]
+        examples.append(Example.from_dict(nlp.make_doc(rec["text"]), {"entities": spans}))
+    return examples
+
+
+def small_lexicon() -> Callable[[], Lexicon]:
+    return lambda: Lexicon(SMALL_WORDS)
+
+
+def small_config() -> dict:
+    """A small, fast model (the defaults are the paper's sizes)."""
+    return {"model": {"@architectures": "spacy-flat.FlatTagger.v1", "width": 32, "n_heads": 4,
+                      "ffn_width": 64, "word_width": 16, "word_rows": 500, "embed_dropout": 0.0,
+                      "dropout": 0.0, "output_dropout": 0.0}}
+
+
+def build_small(steps: int = 120, seed: int = 0) -> Language:
+    """A small FLAT pipeline with the small lexicon, trained on the tiny corpus."""
+    fix_random_seed(seed)
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=small_config())
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    optimizer = nlp.create_optimizer()
+    for _ in range(steps):
+        nlp.update(examples, sgd=optimizer)
+    return nlp
+
+
+@pytest.fixture(scope="session")
+def trained_nlp() -> Language:
+    """Trained once per session; tests must not update it."""
+    return build_small()

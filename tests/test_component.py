@@ -1,0 +1,173 @@
+"""The flat_ner component: creation, training, prediction, serialization."""
+
+import pickle
+
+import pytest
+import spacy
+from spacy.tokens import Doc
+from spacy.training import Example
+
+from spacy_flat.errors import PipelineFileError
+from spacy_flat.pipe import FlatNER
+
+from .conftest import build_small, small_config, tiny_examples, tiny_records
+
+
+def ents(doc: Doc):
+    return [(e.start_char, e.end_char, e.label_) for e in doc.ents]
+
+
+def test_add_pipe_defaults_is_paper_sized():
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner")
+    assert isinstance(ner, FlatNER)
+    cfg = nlp.config["components"]["flat_ner"]["model"]
+    assert (cfg["width"], cfg["n_heads"], cfg["ffn_width"], cfg["n_layers"]) == (160, 8, 480, 1)
+    assert (cfg["embed_dropout"], cfg["output_dropout"]) == (0.5, 0.3)
+
+
+def test_add_pipe_with_config():
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("flat_ner", config={**small_config(), "alignment_mode": "strict"})
+    assert nlp.config["components"]["flat_ner"]["model"]["width"] == 32
+    with pytest.raises(ValueError, match="alignment_mode"):
+        spacy.blank("zh").add_pipe("flat_ner", config={"alignment_mode": "sideways"})
+
+
+def test_not_initialized_error():
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("flat_ner", config=small_config())
+    with pytest.raises(ValueError, match="not initialized"):
+        nlp("张伟在北京。")
+
+
+def test_initialize_with_embedded_defaults_reads_labels_from_data():
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("flat_ner", config=small_config())
+    nlp.initialize(lambda: tiny_examples(nlp))
+    ner = nlp.get_pipe("flat_ner")
+    assert ner.labels == ("LOC", "ORG", "PER")
+    assert len(ner.lexicon) > 300_000  # jieba's dict.txt, 2+ characters
+    assert "北京大学" in ner.lexicon
+    assert len(ner.char_vocab) >= 20_941
+    doc = nlp("重庆人和药店的老板张三在上海。")
+    assert all(e.label_ in ner.labels for e in doc.ents)
+
+
+def test_initialize_without_entities_fails_clearly():
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("flat_ner", config=small_config())
+    examples = [Example.from_dict(nlp.make_doc("今天天气很好。"), {"entities": []})]
+    with pytest.raises(ValueError, match="no entity labels"):
+        nlp.initialize(lambda: examples)
+
+
+def test_overfits_tiny_corpus_exactly(trained_nlp):
+    for rec, eg in zip(tiny_records(), tiny_examples(trained_nlp)):
+        assert ents(trained_nlp(rec["text"])) == ents(eg.reference), rec["text"]
+
+
+def test_empty_and_whitespace_docs(trained_nlp):
+    assert ents(trained_nlp("")) == []
+    assert ents(trained_nlp("   ")) == []
+    docs = list(trained_nlp.pipe(["", "张伟毕业于北京大学。", "", " \n\t "]))
+    assert ents(docs[1]) == [(0, 2, "PER"), (5, 9, "ORG")]
+    assert ents(docs[0]) == ents(docs[2]) == []
+
+
+def test_update_with_empty_docs_only():
+    nlp = build_small(steps=1)
+    examples = [Example.from_dict(nlp.make_doc(""), {"entities": []})]
+    losses = nlp.update(examples, sgd=nlp.resume_training())
+    assert losses["flat_ner"] == 0.0
+    mixed = examples + tiny_examples(nlp)[:2]
+    assert nlp.update(mixed, sgd=nlp.resume_training())["flat_ner"] > 0.0
+
+
+def test_pipe_equals_call_and_is_stable(trained_nlp):
+    texts = [r["text"] for r in tiny_records()] + ["北京", "张伟，李娜，王芳在上海和广州。" * 3]
+    one_by_one = [ents(trained_nlp(t)) for t in texts]
+    assert [ents(d) for d in trained_nlp.pipe(texts, batch_size=3)] == one_by_one
+    assert [ents(d) for d in trained_nlp.pipe(texts)] == one_by_one
+
+
+def test_pipe_with_two_processes(trained_nlp):
+    texts = [r["text"] for r in tiny_records()]
+    expected = [ents(trained_nlp(t)) for t in texts]
+    assert [ents(d) for d in trained_nlp.pipe(texts, n_process=2, batch_size=4)] == expected
+
+
+def test_to_disk_and_spacy_load_give_identical_predictions(trained_nlp, tmp_path):
+    texts = [r["text"] for r in tiny_records()]
+    trained_nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    for text in texts:
+        assert ents(loaded(text)) == ents(trained_nlp(text))
+    a = trained_nlp.get_pipe("flat_ner").model.predict([trained_nlp.make_doc(texts[0])])
+    b = loaded.get_pipe("flat_ner").model.predict([loaded.make_doc(texts[0])])
+    assert (a == b).all()
+    assert loaded.get_pipe("flat_ner").lexicon.words == trained_nlp.get_pipe("flat_ner").lexicon.words
+
+
+def test_to_bytes_round_trip(trained_nlp):
+    data = trained_nlp.to_bytes()
+    nlp2 = spacy.blank("zh")
+    nlp2.add_pipe("flat_ner", config=small_config())
+    nlp2.from_bytes(data)
+    for rec in tiny_records():
+        assert ents(nlp2(rec["text"])) == ents(trained_nlp(rec["text"]))
+
+
+def test_pickle_round_trip(trained_nlp):
+    nlp2 = pickle.loads(pickle.dumps(trained_nlp))
+    assert ents(nlp2("张伟毕业于北京大学。")) == ents(trained_nlp("张伟毕业于北京大学。"))
+
+
+def test_missing_file_in_saved_pipeline_is_named(trained_nlp, tmp_path):
+    trained_nlp.to_disk(tmp_path / "p")
+    (tmp_path / "p" / "flat_ner" / "lexicon.msgpack").unlink()
+    with pytest.raises(PipelineFileError, match="lexicon.msgpack"):
+        spacy.load(tmp_path / "p")
+
+
+def test_damaged_weights_are_reported(trained_nlp, tmp_path):
+    trained_nlp.to_disk(tmp_path / "p")
+    (tmp_path / "p" / "flat_ner" / "model").write_bytes(b"not a model")
+    with pytest.raises(PipelineFileError, match="model"):
+        spacy.load(tmp_path / "p")
+
+
+def test_lexicon_takes_new_words_on_next_call(trained_nlp):
+    nlp = pickle.loads(pickle.dumps(trained_nlp))
+    lexicon = nlp.get_pipe("flat_ner").lexicon
+    before = len(lexicon)
+    assert "人和药店" not in lexicon
+    lexicon.add("人和药店")
+    assert len(lexicon) == before + 1 and "人和药店" in lexicon
+    doc = nlp.make_doc("重庆人和药店")
+    plain = trained_nlp.get_pipe("flat_ner").model.predict([doc])
+    with_word = nlp.get_pipe("flat_ner").model.predict([doc])
+    assert not (plain == with_word).all()  # the new word changed the lattice
+
+
+def test_jieba_segmenter_pipeline_keeps_character_offsets(trained_nlp):
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"segmenter": "jieba"}}})
+    nlp.add_pipe("flat_ner", source=trained_nlp)
+    text = "张伟毕业于北京大学。"
+    doc = nlp(text)
+    assert len(doc) < len(text)  # words, not characters
+    expected = ents(trained_nlp(text))
+    ner = nlp.get_pipe("flat_ner")
+    assert ents(doc) == expected or ner.alignment_report["snapped"] > 0
+
+
+def test_unaligned_spans_are_counted_in_strict_mode(trained_nlp):
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("flat_ner", source=trained_nlp)
+    ner = nlp.get_pipe("flat_ner")
+    ner.cfg["alignment_mode"] = "strict"
+    doc = Doc(nlp.vocab, words=["张伟毕业", "于", "北京大学", "。"], spaces=[False] * 4)
+    before = dict(ner.alignment_report)
+    ner(doc)
+    assert [e.text for e in doc.ents] == ["北京大学"]
+    assert ner.alignment_report["dropped"] == before["dropped"] + 1

@@ -1,0 +1,105 @@
+"""The encoder on tensors alone: the cheap position term equals the paper's literal one."""
+
+import pytest
+import torch
+
+from spacy_flat import encoder as encoder_module
+from spacy_flat.encoder import FlatAttention, FlatTagger
+from spacy_flat.position import PositionFusion, relative_positions, sinusoid
+
+
+def random_lattice(batch: int, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    n_chars = torch.randint(3, 12, (batch,), generator=gen)
+    rows = []
+    for n in n_chars.tolist():
+        heads = list(range(n))
+        tails = list(range(n))
+        for _ in range(int(torch.randint(0, 8, (1,), generator=gen))):
+            h = int(torch.randint(0, n - 1, (1,), generator=gen))
+            t = min(n - 1, h + int(torch.randint(1, 4, (1,), generator=gen)))
+            heads.append(h)
+            tails.append(t)
+        rows.append((heads, tails))
+    width = max(len(h) for h, _ in rows)
+    heads = torch.zeros(batch, width, dtype=torch.long)
+    tails = torch.zeros(batch, width, dtype=torch.long)
+    mask = torch.zeros(batch, width, dtype=torch.bool)
+    for b, (h, t) in enumerate(rows):
+        heads[b, : len(h)] = torch.tensor(h)
+        tails[b, : len(t)] = torch.tensor(t)
+        mask[b, : len(h)] = True
+    return heads, tails, mask
+
+
+def literal_position_scores(attn: FlatAttention, fusion: PositionFusion, q, heads, tails):
+    """Eq. 8 and the position half of eq. 11, built pair by pair as in the paper."""
+    batch, n = heads.shape
+    width = fusion.width
+    hh = heads[:, :, None] - heads[:, None, :]
+    th = tails[:, :, None] - heads[:, None, :]
+    ht = heads[:, :, None] - tails[:, None, :]
+    tt = tails[:, :, None] - tails[:, None, :]
+    lo, hi = -2 * n - 8, 2 * n + 8
+    table = sinusoid(torch.arange(lo, hi + 1), width)
+    kinds = [hh, th, ht, tt] if not fusion.head_only else [hh]
+    parts = [table[k - lo] for k in kinds]
+    if fusion.head_only:
+        w = fusion.w_r.weight[:, :width]
+        r = torch.relu(parts[0] @ w.t() + fusion.w_r.bias)
+    else:
+        r = torch.relu(fusion.w_r(torch.cat(parts, dim=-1)))  # B n n d
+    rk = attn.w_kr(r).view(batch, n, n, attn.n_heads, attn.head_width)
+    qv = q + attn.v[None, :, None, :]  # B H n hw
+    return torch.einsum("bhid,bijhd->bhij", qv, rk)
+
+
+@pytest.mark.parametrize("head_only", [False, True])
+@pytest.mark.parametrize("budget", [1 << 23, 64])
+def test_position_term_matches_literal(head_only, budget, monkeypatch):
+    monkeypatch.setattr(encoder_module, "POSITION_SCORE_BUDGET", budget)
+    torch.manual_seed(0)
+    heads, tails, mask = random_lattice(4, seed=1)
+    width, n_heads = 16, 4
+    attn = FlatAttention(width, n_heads)
+    fusion = PositionFusion(width, head_only=head_only)
+    with torch.no_grad():
+        attn.v.normal_()
+    pos = relative_positions(heads, tails, mask)
+    rel = fusion(pos)
+    q = torch.randn(heads.shape[0], n_heads, heads.shape[1], width // n_heads)
+    rk = attn.w_kr(rel).view(-1, n_heads, width // n_heads).permute(1, 2, 0)
+    fast = attn._position_scores(q + attn.v[None, :, None, :], rk, pos)
+    slow = literal_position_scores(attn, fusion, q, heads, tails)
+    pair = (mask[:, :, None] & mask[:, None, :])[:, None].expand_as(fast)
+    assert torch.allclose(fast[pair], slow[pair], atol=1e-4)
+
+
+def test_triples_are_deduplicated():
+    heads, tails, mask = random_lattice(3, seed=2)
+    pos = relative_positions(heads, tails, mask)
+    triples = torch.stack([pos.hh, pos.len_i, pos.len_j], 1)
+    assert torch.unique(triples, dim=0).shape[0] == pos.n_triples
+    assert pos.n_triples < int(mask.sum(1).pow(2).sum())
+
+
+def test_tagger_gradients_flow_and_padding_is_ignored():
+    torch.manual_seed(0)
+    heads, tails, mask = random_lattice(2, seed=3)
+    model = FlatTagger(width=16, n_heads=4, ffn_width=32, char_width=8, word_width=8, word_rows=50,
+                       embed_dropout=0.0, dropout=0.0, output_dropout=0.0)
+    model.configure(n_chars=30, vector_width=0, n_tags=3, transitions=[(0, 0), (0, 1), (1, 2), (2, 0)],
+                    starts=[0, 1], ends=[0, 2])
+    n_chars = (tails == heads) & mask
+    counts = [int((heads[b][mask[b]] == tails[b][mask[b]]).sum()) for b in range(2)]
+    width = heads.shape[1]
+    char_index = torch.cat([b * width + torch.arange(c) for b, c in enumerate(counts)])
+    sizes = mask.sum(1).tolist()
+    word_index = torch.cat([b * width + torch.arange(c, s) for b, (c, s) in enumerate(zip(counts, sizes))])
+    char_mask = torch.arange(max(counts))[None] < torch.tensor(counts)[:, None]
+    out = model(torch.randint(0, 30, (len(char_index),)), torch.randint(0, 50, (len(word_index), 2)),
+                heads, tails, char_index, word_index, mask, char_mask)
+    assert out.shape == (2, max(counts), 3)
+    assert n_chars.any()
+    model.loss(out, torch.zeros(char_mask.shape, dtype=torch.long), char_mask).backward()
+    assert model.position.w_r.weight.grad is not None and model.position.w_r.weight.grad.abs().sum() > 0
