@@ -1,34 +1,23 @@
 """A linear-chain CRF (pytorch-crf) whose decoded tag sequences are always valid."""
 
-from __future__ import annotations
-
 from typing import List, Sequence, Tuple
 
 import torch
 from torch import nn
-from torch.nn.utils import parametrize
 from torchcrf import CRF
 
 # Large but finite: -inf would give NaN in the forward algorithm's logsumexp.
 FORBIDDEN = -1e4
 
 
-class _Forbid(nn.Module):
-    """Parametrization that pins forbidden entries to FORBIDDEN."""
+class ConstrainedCRF(CRF):
+    """pytorch-crf's CRF restricted to allowed transitions, starts and ends.
 
-    def __init__(self, forbidden: torch.Tensor) -> None:
-        super().__init__()
-        self.register_buffer("forbidden", forbidden, persistent=False)
-
-    def forward(self, value: torch.Tensor) -> torch.Tensor:
-        return value.masked_fill(self.forbidden, FORBIDDEN)
-
-
-class ConstrainedCRF(nn.Module):
-    """pytorch-crf's CRF with transitions, starts and ends restricted to the
-    allowed ones. The restriction is a torch parametrization, so pytorch-crf's
-    own training (forward algorithm) and Viterbi decoding see the masked scores
-    and forbidden moves can neither be learned nor decoded.
+    pytorch-crf's forward algorithm and Viterbi decoding read `transitions`,
+    `start_transitions` and `end_transitions`; here those are properties that
+    pin forbidden entries to FORBIDDEN, so invalid moves can neither be learned
+    nor decoded. (A torch parametrization would do the same but makes the
+    module unpicklable, and spaCy pipelines must pickle.)
     """
 
     def __init__(
@@ -38,18 +27,38 @@ class ConstrainedCRF(nn.Module):
         starts: Sequence[int],
         ends: Sequence[int],
     ) -> None:
-        super().__init__()
-        self.crf = CRF(n_tags, batch_first=True)
-        trans = torch.ones(n_tags, n_tags, dtype=torch.bool)
+        # CRF.__init__ would register `transitions` as a parameter; here it is a
+        # masked view of `raw_transitions`, so the module is set up directly.
+        nn.Module.__init__(self)
+        if n_tags <= 0:
+            raise ValueError(f"invalid number of tags: {n_tags}")
+        self.num_tags = n_tags
+        self.batch_first = True
+        self.raw_start_transitions = nn.Parameter(torch.empty(n_tags).uniform_(-0.1, 0.1))
+        self.raw_end_transitions = nn.Parameter(torch.empty(n_tags).uniform_(-0.1, 0.1))
+        self.raw_transitions = nn.Parameter(torch.empty(n_tags, n_tags).uniform_(-0.1, 0.1))
+        forbidden = torch.ones(n_tags, n_tags, dtype=torch.bool)
         for i, j in allowed:
-            trans[i, j] = False
-        start = torch.ones(n_tags, dtype=torch.bool)
-        start[list(starts)] = False
-        end = torch.ones(n_tags, dtype=torch.bool)
-        end[list(ends)] = False
-        parametrize.register_parametrization(self.crf, "transitions", _Forbid(trans))
-        parametrize.register_parametrization(self.crf, "start_transitions", _Forbid(start))
-        parametrize.register_parametrization(self.crf, "end_transitions", _Forbid(end))
+            forbidden[i, j] = False
+        no_start = torch.ones(n_tags, dtype=torch.bool)
+        no_start[list(starts)] = False
+        no_end = torch.ones(n_tags, dtype=torch.bool)
+        no_end[list(ends)] = False
+        self.register_buffer("forbidden", forbidden, persistent=False)
+        self.register_buffer("no_start", no_start, persistent=False)
+        self.register_buffer("no_end", no_end, persistent=False)
+
+    @property  # type: ignore[override]
+    def transitions(self) -> torch.Tensor:
+        return self.raw_transitions.masked_fill(self.forbidden, FORBIDDEN)
+
+    @property  # type: ignore[override]
+    def start_transitions(self) -> torch.Tensor:
+        return self.raw_start_transitions.masked_fill(self.no_start, FORBIDDEN)
+
+    @property  # type: ignore[override]
+    def end_transitions(self) -> torch.Tensor:
+        return self.raw_end_transitions.masked_fill(self.no_end, FORBIDDEN)
 
     def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Summed negative log-likelihood of `tags`.
@@ -59,12 +68,10 @@ class ConstrainedCRF(nn.Module):
         mask (torch.Tensor): (batch, length) bool; every row must start with True.
         RETURNS (torch.Tensor): The scalar loss.
         """
-        # The forward algorithm's logsumexp is run in float32 even under mixed precision.
-        # cached(): pytorch-crf reads `transitions` once per time step.
-        with parametrize.cached():
-            return -self.crf(emissions.float(), tags, mask=mask, reduction="sum")
+        # The forward algorithm's logsumexp runs in float32 even under mixed precision.
+        return -self(emissions.float(), tags, mask=mask, reduction="sum")
 
-    def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
-        """Best valid tag sequence per row (Viterbi)."""
-        with torch.no_grad(), parametrize.cached():
-            return self.crf.decode(emissions.float(), mask=mask)
+    def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
+        """Best valid tag sequence per row."""
+        with torch.no_grad():
+            return super().decode(emissions.float(), mask=mask)

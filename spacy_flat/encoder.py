@@ -267,4 +267,4 @@ class FlatTagger(nn.Module):
 
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
         assert self.crf is not None, "FlatTagger.configure was not called"
-        return self.crf.decode(emissions, mask)
+        return self.crf.viterbi(emissions, mask)

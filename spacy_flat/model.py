@@ -8,6 +8,7 @@ trains encoder and CRF alike (PyTorchShim.finish_update walks every parameter).
 
 
 import io
+import os
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy
@@ -25,6 +26,16 @@ from .lexicon import Lexicon
 from .shim import InPlacePyTorchShim
 
 InT = List[Doc]
+
+
+def _single_threaded_torch_in_child() -> None:
+    # A child forked after torch's OpenMP pool started (nlp.pipe(n_process=N))
+    # deadlocks in its first parallel op; one thread per process avoids that
+    # and is what N processes on shared cores want anyway.
+    torch.set_num_threads(1)
+
+
+os.register_at_fork(after_in_child=_single_threaded_torch_in_child)
 OutT = Floats3d
 
 
