@@ -13,9 +13,9 @@ from .pipe import FlatNER, make_flat_ner
 from .scorer import make_char_ner_scorer
 
 __all__ = [
-    "__version__",
     "FlatNER",
     "Lexicon",
+    "__version__",
     "build_flat_tagger",
     "create_jieba_lexicon",
     "create_lac_char_vectors",

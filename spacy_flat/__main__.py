@@ -21,8 +21,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     conv.add_argument("--dev-output", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
-        convert(args.input, args.output, scheme=args.scheme, file_format=args.format,
-                dev_last=args.dev_last, dev_output=args.dev_output)
+        convert(
+            args.input,
+            args.output,
+            scheme=args.scheme,
+            file_format=args.format,
+            dev_last=args.dev_last,
+            dev_output=args.dev_output,
+        )
     except (FlatError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -76,7 +76,7 @@ class CharVocab:
         return srsly.msgpack_dumps({"entries": self.entries})
 
     @classmethod
-    def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> "CharVocab":
+    def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> CharVocab:
         try:
             return cls(srsly.msgpack_loads(data)["entries"])
         except Exception as err:

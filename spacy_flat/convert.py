@@ -48,8 +48,10 @@ class ConversionReport:
 
     def summary(self) -> str:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.repair_kinds.items())) or "none"
-        return (f"{self.path}: {self.sentences} sentences, {self.entities_read} entities read, "
-                f"{self.entities_written} written; repairs: {kinds}")
+        return (
+            f"{self.path}: {self.sentences} sentences, {self.entities_read} entities read, "
+            f"{self.entities_written} written; repairs: {kinds}"
+        )
 
 
 def detect_scheme(prefixes: Counter) -> str:
@@ -61,8 +63,13 @@ def detect_scheme(prefixes: Counter) -> str:
     return "BIO"
 
 
-def read_conll(path: Path, *, scheme: Optional[str] = None, report: ConversionReport,
-               progress: Optional[Callable[[int], None]] = None) -> Iterator[Sentence]:
+def read_conll(
+    path: Path,
+    *,
+    scheme: Optional[str] = None,
+    report: ConversionReport,
+    progress: Optional[Callable[[int], None]] = None,
+) -> Iterator[Sentence]:
     """Read a character-per-line file.
 
     path (Path): The file: `<token><space or tab><tag>` per line, blank lines between sentences.
@@ -194,7 +201,8 @@ def read_jsonl(path: Path, *, report: ConversionReport) -> Iterator[Sentence]:
                             raise ConversionError(f"{path}:{line_no}: bad span {pos!r} for {surface!r}")
                         if text[pos[0] : pos[1] + 1] != surface:
                             raise ConversionError(
-                                f"{path}:{line_no}: span {pos} is {text[pos[0]:pos[1] + 1]!r}, not {surface!r}")
+                                f"{path}:{line_no}: span {pos} is {text[pos[0] : pos[1] + 1]!r}, not {surface!r}"
+                            )
                         spans.append((pos[0], pos[1] + 1, typ))
             spans.sort()
             kept: List[CharSpan] = []
@@ -210,21 +218,34 @@ def read_jsonl(path: Path, *, report: ConversionReport) -> Iterator[Sentence]:
 def to_doc(vocab: Vocab, sentence: Sentence) -> Doc:
     """One token per character, no spaces; entities from character spans."""
     doc = Doc(vocab, words=sentence.chars, spaces=[False] * len(sentence.chars))
-    doc.ents = [doc.char_span(s, e, label=lab) for s, e, lab in sentence.spans]
+    ents = []
+    for start, end, label in sentence.spans:
+        span = doc.char_span(start, end, label=label)
+        if span is None:  # one token per character, so only an empty or out-of-range span
+            raise ConversionError(f"line {sentence.first_line}: entity {start}-{end} {label} is outside the text")
+        ents.append(span)
+    doc.ents = ents
     return doc
 
 
-def convert(input_path: Path, output_path: Path, *, scheme: Optional[str] = None,
-            file_format: str = "auto", dev_last: int = 0, dev_output: Optional[Path] = None,
-            log: TextIO = sys.stderr) -> Tuple[ConversionReport, int, int]:
+def convert(
+    input_path: Path,
+    output_path: Path,
+    *,
+    scheme: Optional[str] = None,
+    file_format: str = "auto",
+    dev_last: int = 0,
+    dev_output: Optional[Path] = None,
+    log: Optional[TextIO] = None,
+) -> Tuple[ConversionReport, int, int]:
     """Convert one file to a DocBin, optionally splitting its last sentences off as dev.
 
     RETURNS (Tuple[ConversionReport, int, int]): The report, docs written to
         `output_path` and to `dev_output`.
     """
+    log = log or sys.stderr
     report = ConversionReport(str(input_path))
-    fmt = file_format if file_format != "auto" else (
-        "jsonl" if input_path.suffix in (".json", ".jsonl") else "conll")
+    fmt = file_format if file_format != "auto" else ("jsonl" if input_path.suffix in (".json", ".jsonl") else "conll")
 
     def progress(n: int) -> None:
         if n % 10000 == 0:
@@ -248,6 +269,8 @@ def convert(input_path: Path, output_path: Path, *, scheme: Optional[str] = None
     for line in report.repairs:
         print(f"  repair {line}", file=log)
     print(report.summary(), file=log)
-    print(f"wrote {cut} docs to {output_path}" + (
-        f" and {len(docs) - cut} to {dev_output}" if dev_last else ""), file=log)
+    print(
+        f"wrote {cut} docs to {output_path}" + (f" and {len(docs) - cut} to {dev_output}" if dev_last else ""),
+        file=log,
+    )
     return report, cut, len(docs) - cut

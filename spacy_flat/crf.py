@@ -48,15 +48,15 @@ class ConstrainedCRF(CRF):
         self.register_buffer("no_start", no_start, persistent=False)
         self.register_buffer("no_end", no_end, persistent=False)
 
-    @property  # type: ignore[override]
+    @property
     def transitions(self) -> torch.Tensor:
         return self.raw_transitions.masked_fill(self.forbidden, FORBIDDEN)
 
-    @property  # type: ignore[override]
+    @property
     def start_transitions(self) -> torch.Tensor:
         return self.raw_start_transitions.masked_fill(self.no_start, FORBIDDEN)
 
-    @property  # type: ignore[override]
+    @property
     def end_transitions(self) -> torch.Tensor:
         return self.raw_end_transitions.masked_fill(self.no_end, FORBIDDEN)
 

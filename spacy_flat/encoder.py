@@ -41,8 +41,7 @@ class FlatAttention(nn.Module):
         self.w_o = nn.Linear(width, width)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions,
-                attend: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions, attend: torch.Tensor) -> torch.Tensor:
         """x (B, n, d); rel (n_triples, d) fused positions; attend (B, n, n) bool."""
         batch, n, width = x.shape
         heads, hw = self.n_heads, self.head_width
@@ -95,11 +94,20 @@ class FlatAttention(nn.Module):
         inverse[order] = torch.arange(order.shape[0], device=order.device)
         return ordered[inverse].view(n, batch, heads, n).permute(1, 2, 0, 3)
 
+
 class FlatLayer(nn.Module):
     """Attention and feed-forward sublayers, each with residual and layer norm."""
 
-    def __init__(self, width: int, n_heads: int, ffn_width: int, *, dropout: float,
-                 attention_dropout: float, scaled: bool) -> None:
+    def __init__(
+        self,
+        width: int,
+        n_heads: int,
+        ffn_width: int,
+        *,
+        dropout: float,
+        attention_dropout: float,
+        scaled: bool,
+    ) -> None:
         super().__init__()
         self.attention = FlatAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
         self.norm1 = nn.LayerNorm(width)
@@ -109,8 +117,7 @@ class FlatLayer(nn.Module):
         self.norm2 = nn.LayerNorm(width)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions,
-                attend: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions, attend: torch.Tensor) -> torch.Tensor:
         x = self.norm1(x + self.dropout(self.attention(x, rel, pos, attend)))
         return self.norm2(x + self.dropout(self.ffn(x)))
 
@@ -173,17 +180,23 @@ class FlatTagger(nn.Module):
         self.embed_dropout = nn.Dropout(embed_dropout)
         self.position = PositionFusion(width, head_only=head_only)
         self.layers = nn.ModuleList(
-            FlatLayer(width, n_heads, ffn_width, dropout=dropout,
-                      attention_dropout=attention_dropout, scaled=scaled)
+            FlatLayer(width, n_heads, ffn_width, dropout=dropout, attention_dropout=attention_dropout, scaled=scaled)
             for _ in range(n_layers)
         )
         self.output_dropout = nn.Dropout(output_dropout)
         self.output = nn.Linear(width, 1)
         self.crf: Optional[ConstrainedCRF] = None
 
-    def configure(self, *, n_chars: int, vector_width: int, n_tags: int,
-                  transitions: Sequence[Tuple[int, int]], starts: Sequence[int],
-                  ends: Sequence[int]) -> None:
+    def configure(
+        self,
+        *,
+        n_chars: int,
+        vector_width: int,
+        n_tags: int,
+        transitions: Sequence[Tuple[int, int]],
+        starts: Sequence[int],
+        ends: Sequence[int],
+    ) -> None:
         """Set the data-dependent shapes. Reinitializes the affected layers."""
         device = self.output.weight.device
         if self.char_embed.num_embeddings != n_chars:
@@ -244,8 +257,9 @@ class FlatTagger(nn.Module):
         out = self.output(self.output_dropout(x[:, :n_chars]))
         return out
 
-    def _attention_mask(self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor,
-                        pos: RelativePositions) -> torch.Tensor:
+    def _attention_mask(
+        self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor, pos: RelativePositions
+    ) -> torch.Tensor:
         attend = token_mask[:, None, :] & token_mask[:, :, None]
         if self.mask_self_matched:
             # FLAT_msm: a character may not see the words that contain it.

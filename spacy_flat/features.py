@@ -72,7 +72,10 @@ def featurize(
     tails = numpy.zeros((batch, width), dtype="int64")
     token_mask = numpy.zeros((batch, width), dtype=bool)
     char_mask = numpy.zeros((batch, n_chars_max), dtype=bool)
-    char_index, word_index, word_rows_in_lexicon, words = [], [], [], []
+    char_index: List[numpy.ndarray] = []
+    word_index: List[numpy.ndarray] = []
+    word_rows_in_lexicon: List[numpy.ndarray] = []
+    words: List[str] = []
     for b, (text, lat) in enumerate(zip(texts, lattices)):
         size = len(lat)
         heads[b, :size] = lat.heads

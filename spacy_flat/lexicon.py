@@ -39,9 +39,7 @@ class Lexicon:
         word_list = list(words)
         if vectors is not None:
             if vectors.ndim != 2 or vectors.shape[0] != len(word_list):
-                raise LexiconError(
-                    f"Expected {len(word_list)} vectors, got an array of shape {vectors.shape}"
-                )
+                raise LexiconError(f"Expected {len(word_list)} vectors, got an array of shape {vectors.shape}")
             vector_width = int(vectors.shape[1])
         self.vector_width = int(vector_width or 0)
         rows: List[int] = []
@@ -100,9 +98,7 @@ class Lexicon:
             row = len(self._words)
             self._index[word] = row
             self._words.append(word)
-            self._vectors = numpy.vstack(
-                [self._vectors, numpy.zeros((1, self.vector_width), dtype="float32")]
-            )
+            self._vectors = numpy.vstack([self._vectors, numpy.zeros((1, self.vector_width), dtype="float32")])
             self._has_vector = numpy.append(self._has_vector, False)
             self._automaton = None
         if vector is not None:
@@ -126,10 +122,7 @@ class Lexicon:
         if not self._words or len(text) < 2:
             return []
         automaton = self._get_automaton()
-        found = [
-            (end - length + 1, end, row)
-            for end, (row, length) in automaton.iter(text)
-        ]
+        found = [(end - length + 1, end, row) for end, (row, length) in automaton.iter(text)]
         found.sort()
         return found
 
@@ -158,7 +151,7 @@ class Lexicon:
         )
 
     @classmethod
-    def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> "Lexicon":
+    def from_bytes(cls, data: bytes, *, source: str = "<bytes>") -> Lexicon:
         """Load a lexicon written by `to_bytes`.
 
         data (bytes): The serialized lexicon.

@@ -5,7 +5,6 @@ They read files and know nothing of the model. Malformed input raises a
 single characters) are counted and logged, never silent.
 """
 
-
 import logging
 import os
 from dataclasses import dataclass, field
@@ -38,8 +37,13 @@ class LoadReport:
 
     def log(self) -> None:
         fixes = ", ".join(f"{n} {what}" for what, n in sorted(self.repairs.items()))
-        logger.info("%s: read %d entries, kept %d%s", self.path, self.read, self.kept,
-                    f"; skipped {fixes}" if fixes else "")
+        logger.info(
+            "%s: read %d entries, kept %d%s",
+            self.path,
+            self.read,
+            self.kept,
+            f"; skipped {fixes}" if fixes else "",
+        )
 
 
 def jieba_dir() -> Path:
@@ -96,8 +100,9 @@ def _parse_header(line: bytes, path: PathLike) -> Optional[Tuple[int, int]]:
     return None
 
 
-def read_word2vec(path: PathLike, *, binary: Optional[bool] = None,
-                  min_length: int = 2) -> Tuple[List[str], numpy.ndarray, LoadReport]:
+def read_word2vec(
+    path: PathLike, *, binary: Optional[bool] = None, min_length: int = 2
+) -> Tuple[List[str], numpy.ndarray, LoadReport]:
     """Read word2vec vectors, in text or binary format.
 
     path (PathLike): The file. A `count width` header line is required for the
@@ -133,12 +138,19 @@ def _looks_like_text_row(data: bytes, start: int, width: int) -> bool:
     return True
 
 
-def _keep(word: str, vector: numpy.ndarray, words: List[str], rows: List[numpy.ndarray],
-          seen: set, report: LoadReport, min_length: int) -> None:
+def _keep(
+    word: str,
+    vector: numpy.ndarray,
+    words: List[str],
+    rows: List[numpy.ndarray],
+    seen: set,
+    report: LoadReport,
+    min_length: int,
+) -> None:
     if not word.strip():
         report.repair("blank words")
     elif len(word) < min_length:
-        report.repair("words shorter than %d characters" % min_length)
+        report.repair(f"words shorter than {min_length} characters")
     elif word in seen:
         report.repair("duplicates (first kept)")
     elif not numpy.isfinite(vector).all():
@@ -149,8 +161,9 @@ def _keep(word: str, vector: numpy.ndarray, words: List[str], rows: List[numpy.n
         rows.append(vector)
 
 
-def _read_word2vec_binary(data: bytes, offset: int, header: Tuple[int, int], path: PathLike,
-                          min_length: int) -> Tuple[List[str], numpy.ndarray, LoadReport]:
+def _read_word2vec_binary(
+    data: bytes, offset: int, header: Tuple[int, int], path: PathLike, min_length: int
+) -> Tuple[List[str], numpy.ndarray, LoadReport]:
     count, width = header
     report = LoadReport(str(path))
     words: List[str] = []
@@ -176,8 +189,9 @@ def _read_word2vec_binary(data: bytes, offset: int, header: Tuple[int, int], pat
     return words, _stack(rows, width), report
 
 
-def _read_word2vec_text(data: bytes, header: Optional[Tuple[int, int]], path: PathLike,
-                        min_length: int) -> Tuple[List[str], numpy.ndarray, LoadReport]:
+def _read_word2vec_text(
+    data: bytes, header: Optional[Tuple[int, int]], path: PathLike, min_length: int
+) -> Tuple[List[str], numpy.ndarray, LoadReport]:
     report = LoadReport(str(path))
     words: List[str] = []
     rows: List[numpy.ndarray] = []
@@ -196,9 +210,7 @@ def _read_word2vec_text(data: bytes, header: Optional[Tuple[int, int]], path: Pa
         if width is None:
             width = len(fields) - 1
         if len(fields) != width + 1:
-            raise LexiconError(
-                f"{path}:{line_no}: expected a word and {width} numbers, got {len(fields) - 1} numbers"
-            )
+            raise LexiconError(f"{path}:{line_no}: expected a word and {width} numbers, got {len(fields) - 1} numbers")
         try:
             vector = numpy.asarray(fields[1:], dtype="float32")
         except ValueError:

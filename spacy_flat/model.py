@@ -6,10 +6,9 @@ wrapped by thinc). The CRF lives inside the torch module; `crf_loss` and
 trains encoder and CRF alike (PyTorchShim.finish_update walks every parameter).
 """
 
-
 import io
 import os
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, cast
 
 import numpy
 import torch
@@ -81,18 +80,34 @@ def build_flat_tagger(
     RETURNS (Model[List[Doc], Floats3d]): Emission scores (batch, chars, tags).
     """
     module = FlatTagger(
-        width=width, n_heads=n_heads, ffn_width=ffn_width, n_layers=n_layers,
-        char_width=char_width, word_width=word_width, word_rows=word_rows,
-        bigram_width=bigram_width, bigram_rows=bigram_rows, embed_dropout=embed_dropout,
-        dropout=dropout, attention_dropout=attention_dropout, output_dropout=output_dropout,
-        scaled=scaled, mask_self_matched=mask_self_matched, max_distance=max_distance,
+        width=width,
+        n_heads=n_heads,
+        ffn_width=ffn_width,
+        n_layers=n_layers,
+        char_width=char_width,
+        word_width=word_width,
+        word_rows=word_rows,
+        bigram_width=bigram_width,
+        bigram_rows=bigram_rows,
+        embed_dropout=embed_dropout,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        output_dropout=output_dropout,
+        scaled=scaled,
+        mask_self_matched=mask_self_matched,
+        max_distance=max_distance,
         head_only=head_only,
     )
     features: Model[InT, FlatBatch] = Model(
         "flat_features",
         _featurize_forward,
-        attrs={"word_rows": word_rows, "bigram_rows": bigram_rows, "max_words": max_words,
-               "lexicon": None, "char_vocab": None},
+        attrs={
+            "word_rows": word_rows,
+            "bigram_rows": bigram_rows,
+            "max_words": max_words,
+            "lexicon": None,
+            "char_vocab": None,
+        },
     )
     # PyTorchWrapper_v3's layer, with the in-place shim (see shim.py).
     shim = InPlacePyTorchShim(
@@ -134,8 +149,11 @@ def _featurize_forward(model: Model[InT, FlatBatch], docs: InT, is_train: bool) 
     if lexicon is None or char_vocab is None:
         raise ValueError("The FLAT model has no lexicon: initialize the flat_ner component first")
     batch = featurize(
-        [doc.text for doc in docs], lexicon, char_vocab,
-        word_rows=model.attrs["word_rows"], bigram_rows=model.attrs["bigram_rows"],
+        [doc.text for doc in docs],
+        lexicon,
+        char_vocab,
+        word_rows=model.attrs["word_rows"],
+        bigram_rows=model.attrs["bigram_rows"],
         max_words=model.attrs["max_words"],
     )
     return batch, lambda d_batch: []
@@ -166,10 +184,9 @@ def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[Arg
     return ArgsKwargs(args=(), kwargs=kwargs), lambda d_inputs: batch
 
 
-def _convert_outputs(model: Model, inputs_outputs: Tuple[Any, torch.Tensor],
-                     is_train: bool) -> Tuple[OutT, Callable]:
+def _convert_outputs(model: Model, inputs_outputs: Tuple[Any, torch.Tensor], is_train: bool) -> Tuple[OutT, Callable]:
     _, output = inputs_outputs
-    scores = torch2xp(output.float())
+    scores = cast(OutT, torch2xp(output.float()))
 
     def backprop(d_scores: OutT) -> ArgsKwargs:
         return ArgsKwargs(args=(output,), kwargs={"grad_tensors": xp2torch(d_scores, device=output.device)})
@@ -212,7 +229,7 @@ def crf_loss(model: Model, scores: OutT, gold: Sequence[Sequence[int]]) -> Tuple
     loss = module.loss(emissions, tags.to(device), mask) / max(1, len(gold))
     loss.backward()
     assert emissions.grad is not None
-    return float(loss.item()), torch2xp(emissions.grad)
+    return float(loss.item()), cast(OutT, torch2xp(emissions.grad))
 
 
 def crf_decode(model: Model, scores: OutT, lengths: Sequence[int]) -> List[List[int]]:

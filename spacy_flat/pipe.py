@@ -4,7 +4,6 @@ It works in character offsets throughout (lattice, gold, output), so it runs in
 `spacy.blank("zh")` and behind word segmenters alike, and does no tensor math.
 """
 
-
 import logging
 from itertools import islice
 from pathlib import Path
@@ -16,16 +15,15 @@ from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc, Span
 from spacy.training import Example, validate_examples, validate_get_examples
-from thinc.api import Config
 from spacy.util import filter_spans, from_bytes, from_disk, to_bytes, to_disk
 from spacy.vocab import Vocab
-from thinc.api import Model, Optimizer, set_dropout_rate
+from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats3d
 
 from .char_vocab import CharVocab
 from .errors import PipelineFileError
 from .lexicon import Lexicon
-from .loaders import read_lac_char_table, read_word_list, jieba_dir
+from .loaders import jieba_dir, read_lac_char_table, read_word_list
 from .model import crf_decode, crf_loss, set_resources, torch_module
 from .tags import CharSpan, TagSet
 from .windows import Window, merge_window_spans, plan_windows
@@ -90,8 +88,15 @@ def make_flat_ner(
     window_overlap (int): Context characters shared by neighbouring windows.
     scorer (Optional[Callable]): The scoring method.
     """
-    return FlatNER(nlp.vocab, model, name, alignment_mode=alignment_mode,
-                   window_size=window_size, window_overlap=window_overlap, scorer=scorer)
+    return FlatNER(
+        nlp.vocab,
+        model,
+        name,
+        alignment_mode=alignment_mode,
+        window_size=window_size,
+        window_overlap=window_overlap,
+        scorer=scorer,
+    )
 
 
 class FlatNER(TrainablePipe):
@@ -147,7 +152,7 @@ class FlatNER(TrainablePipe):
             return 0
         if self.is_initialized:
             raise ValueError("flat_ner cannot take new labels after initialization; retrain instead")
-        self.cfg["labels"] = sorted(self.labels + (label,))
+        self.cfg["labels"] = sorted((*self.labels, label))
         return 1
 
     @property
@@ -210,9 +215,12 @@ class FlatNER(TrainablePipe):
         assert self.lexicon is not None and self.char_vocab is not None
         self._tag_set = TagSet(self.labels)
         torch_module(self.model).configure(
-            n_chars=self.cfg["n_chars"], vector_width=self.cfg["vector_width"],
-            n_tags=len(self._tag_set), transitions=self._tag_set.allowed_transitions(),
-            starts=self._tag_set.allowed_starts(), ends=self._tag_set.allowed_ends(),
+            n_chars=self.cfg["n_chars"],
+            vector_width=self.cfg["vector_width"],
+            n_tags=len(self._tag_set),
+            transitions=self._tag_set.allowed_transitions(),
+            starts=self._tag_set.allowed_starts(),
+            ends=self._tag_set.allowed_ends(),
         )
         set_resources(self.model, self.lexicon, self.char_vocab)
 
@@ -333,8 +341,9 @@ class FlatNER(TrainablePipe):
             doc = eg.predicted
             if not doc.text:
                 continue
-            spans = [(e.start_char, e.end_char, e.label_) for e in eg.reference.ents
-                     if e.label_ in self._tag_set.labels]
+            spans = [
+                (e.start_char, e.end_char, e.label_) for e in eg.reference.ents if e.label_ in self._tag_set.labels
+            ]
             for window in self._windows(doc, [(s, e) for s, e, _ in spans]):
                 a, b = window.own_start, window.own_end
                 text = doc.text[a:b]
@@ -395,9 +404,13 @@ class FlatNER(TrainablePipe):
         deserializers = {
             "cfg.json": lambda p: self.cfg.update(srsly.read_json(read("cfg.json"))),
             "lexicon.msgpack": lambda p: setattr(
-                self, "lexicon", Lexicon.from_bytes(read("lexicon.msgpack").read_bytes(), source=str(p))),
+                self, "lexicon", Lexicon.from_bytes(read("lexicon.msgpack").read_bytes(), source=str(p))
+            ),
             "char_vocab.msgpack": lambda p: setattr(
-                self, "char_vocab", CharVocab.from_bytes(read("char_vocab.msgpack").read_bytes(), source=str(p))),
+                self,
+                "char_vocab",
+                CharVocab.from_bytes(read("char_vocab.msgpack").read_bytes(), source=str(p)),
+            ),
             "model": lambda p: self._load_model(lambda: self.model.from_disk(read("model"))),
         }
         from_disk(path, deserializers, exclude)

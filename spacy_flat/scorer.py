@@ -1,6 +1,5 @@
 """Entity scores on character offsets, independent of tokenization."""
 
-
 from collections import defaultdict
 from typing import Any, Callable, Dict, Iterable
 

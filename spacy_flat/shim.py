@@ -8,7 +8,10 @@ the updated values into the existing parameter keeps memory flat and leaves
 every tensor the optimizer or autograd holds valid.
 """
 
+from typing import cast
+
 from thinc.api import Optimizer, PyTorchShim, torch2xp, xp2torch
+from thinc.types import FloatsXd
 
 
 class InPlacePyTorchShim(PyTorchShim):
@@ -21,8 +24,8 @@ class InPlacePyTorchShim(PyTorchShim):
             if not self._grad_scaler.found_inf:  # skip the step if any gradient overflowed
                 weights, _ = optimizer(
                     (self.id, name),
-                    torch2xp(param.data),
-                    torch2xp(param.grad),
+                    cast(FloatsXd, torch2xp(param.data)),
+                    cast(FloatsXd, torch2xp(param.grad)),
                 )
                 with torch.no_grad():
                     param.copy_(xp2torch(weights, device=param.device))

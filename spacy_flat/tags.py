@@ -26,11 +26,9 @@ class TagSet:
         allowed = []
         for i, prev in enumerate(self.tags):
             for j, nxt in enumerate(self.tags):
-                if prev[0] in "BI":  # inside an entity: continue it
-                    ok = nxt[0] in "IL" and nxt[2:] == prev[2:]
-                else:  # outside: start a new entity or stay out
-                    ok = nxt[0] in "OBU"
-                if ok:
+                # Inside an entity: continue or end it; outside: stay out or start one.
+                inside = prev[0] in "BI"
+                if (inside and nxt[0] in "IL" and nxt[2:] == prev[2:]) or (not inside and nxt[0] in "OBU"):
                     allowed.append((i, j))
         return allowed
 

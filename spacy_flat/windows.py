@@ -22,8 +22,7 @@ class Window:
     own_end: int
 
 
-def plan_windows(text: str, size: int, overlap: int,
-                 protected: Sequence[Tuple[int, int]] = ()) -> List[Window]:
+def plan_windows(text: str, size: int, overlap: int, protected: Sequence[Tuple[int, int]] = ()) -> List[Window]:
     """Cover `text` with windows of at most `size` characters.
 
     Cut points fall after sentence punctuation where possible, and never inside
@@ -53,10 +52,7 @@ def plan_windows(text: str, size: int, overlap: int,
             cut = next((k for k in range(hi, cuts[-1], -1) if not inside[k]), hi)
         cuts.append(cut)
     cuts.append(n)
-    return [
-        Window(max(0, a - overlap), min(n, b + overlap), a, b)
-        for a, b in zip(cuts[:-1], cuts[1:])
-    ]
+    return [Window(max(0, a - overlap), min(n, b + overlap), a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
 def merge_window_spans(windows: Sequence[Window], spans: Iterable[Sequence[CharSpan]]) -> List[CharSpan]:

@@ -18,9 +18,32 @@ SHARED = ROOT.parent / "shared"
 TINY = TESTS / "data" / "tiny.jsonl"
 
 # Words for a small lexicon; tests that need jieba's full dictionary load it themselves.
-SMALL_WORDS = ["北京", "北京大学", "大学", "上海", "工作", "华为", "华为公司", "公司", "广州", "出生",
-               "清华", "清华大学", "南京", "腾讯", "腾讯公司", "任职", "杭州", "居住", "复旦", "复旦大学",
-               "深圳", "毕业", "天气", "今天"]
+SMALL_WORDS = [
+    "北京",
+    "北京大学",
+    "大学",
+    "上海",
+    "工作",
+    "华为",
+    "华为公司",
+    "公司",
+    "广州",
+    "出生",
+    "清华",
+    "清华大学",
+    "南京",
+    "腾讯",
+    "腾讯公司",
+    "任职",
+    "杭州",
+    "居住",
+    "复旦",
+    "复旦大学",
+    "深圳",
+    "毕业",
+    "天气",
+    "今天",
+]
 
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"{SHARED} (the shared data) is absent")
 
@@ -43,9 +66,19 @@ def small_lexicon() -> Callable[[], Lexicon]:
 
 def small_config() -> dict:
     """A small, fast model (the defaults are the paper's sizes)."""
-    return {"model": {"@architectures": "spacy-flat.FlatTagger.v1", "width": 32, "n_heads": 4,
-                      "ffn_width": 64, "word_width": 16, "word_rows": 500, "embed_dropout": 0.0,
-                      "dropout": 0.0, "output_dropout": 0.0}}
+    return {
+        "model": {
+            "@architectures": "spacy-flat.FlatTagger.v1",
+            "width": 32,
+            "n_heads": 4,
+            "ffn_width": 64,
+            "word_width": 16,
+            "word_rows": 500,
+            "embed_dropout": 0.0,
+            "dropout": 0.0,
+            "output_dropout": 0.0,
+        }
+    }
 
 
 def build_small(steps: int = 120, seed: int = 0) -> Language:
@@ -65,3 +98,16 @@ def build_small(steps: int = 120, seed: int = 0) -> Language:
 def trained_nlp() -> Language:
     """Trained once per session; tests must not update it."""
     return build_small()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--runslow", action="store_true", help="run tests marked slow")
+    parser.addoption("--rungpu", action="store_true", help="run tests marked gpu (needs CUDA)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    for item in items:
+        if "slow" in item.keywords and not config.getoption("--runslow"):
+            item.add_marker(pytest.mark.skip(reason="slow: run with --runslow"))
+        if "gpu" in item.keywords and not config.getoption("--rungpu"):
+            item.add_marker(pytest.mark.skip(reason="gpu: run with --rungpu"))

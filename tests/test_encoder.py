@@ -86,10 +86,25 @@ def test_triples_are_deduplicated():
 def test_tagger_gradients_flow_and_padding_is_ignored():
     torch.manual_seed(0)
     heads, tails, mask = random_lattice(2, seed=3)
-    model = FlatTagger(width=16, n_heads=4, ffn_width=32, char_width=8, word_width=8, word_rows=50,
-                       embed_dropout=0.0, dropout=0.0, output_dropout=0.0)
-    model.configure(n_chars=30, vector_width=0, n_tags=3, transitions=[(0, 0), (0, 1), (1, 2), (2, 0)],
-                    starts=[0, 1], ends=[0, 2])
+    model = FlatTagger(
+        width=16,
+        n_heads=4,
+        ffn_width=32,
+        char_width=8,
+        word_width=8,
+        word_rows=50,
+        embed_dropout=0.0,
+        dropout=0.0,
+        output_dropout=0.0,
+    )
+    model.configure(
+        n_chars=30,
+        vector_width=0,
+        n_tags=3,
+        transitions=[(0, 0), (0, 1), (1, 2), (2, 0)],
+        starts=[0, 1],
+        ends=[0, 2],
+    )
     n_chars = (tails == heads) & mask
     counts = [int((heads[b][mask[b]] == tails[b][mask[b]]).sum()) for b in range(2)]
     width = heads.shape[1]
@@ -97,8 +112,16 @@ def test_tagger_gradients_flow_and_padding_is_ignored():
     sizes = mask.sum(1).tolist()
     word_index = torch.cat([b * width + torch.arange(c, s) for b, (c, s) in enumerate(zip(counts, sizes))])
     char_mask = torch.arange(max(counts))[None] < torch.tensor(counts)[:, None]
-    out = model(torch.randint(0, 30, (len(char_index),)), torch.randint(0, 50, (len(word_index), 2)),
-                heads, tails, char_index, word_index, mask, char_mask)
+    out = model(
+        torch.randint(0, 30, (len(char_index),)),
+        torch.randint(0, 50, (len(word_index), 2)),
+        heads,
+        tails,
+        char_index,
+        word_index,
+        mask,
+        char_mask,
+    )
     assert out.shape == (2, max(counts), 3)
     assert n_chars.any()
     model.loss(out, torch.zeros(char_mask.shape, dtype=torch.long), char_mask).backward()

@@ -1,0 +1,97 @@
+"""Loaders: real formats, and faults reported with file and line."""
+
+import struct
+import unicodedata
+
+import numpy
+import pytest
+
+from spacy_flat.errors import LexiconError
+from spacy_flat.loaders import read_lac_char_table, read_word2vec, read_word_list
+
+from .conftest import SHARED, needs_shared
+
+
+def write_binary(path, rows, header=None):
+    width = len(rows[0][1])
+    data = (header or f"{len(rows)} {width}\n").encode()
+    for word, vec in rows:
+        data += word.encode() + b" " + struct.pack(f"<{width}f", *vec)
+    path.write_bytes(data)
+
+
+def test_word2vec_text_and_binary_agree(tmp_path):
+    rows = [("北京", [1.0, 2.0]), ("上海", [3.0, 4.0]), ("北", [5.0, 6.0])]
+    write_binary(tmp_path / "v.bin", rows)
+    (tmp_path / "v.txt").write_text("3 2\n" + "".join(f"{w} {a} {b}\n" for w, (a, b) in rows), encoding="utf8")
+    (tmp_path / "nohead.txt").write_text("".join(f"{w} {a} {b}\n" for w, (a, b) in rows), encoding="utf8")
+    results = [read_word2vec(tmp_path / name) for name in ("v.bin", "v.txt", "nohead.txt")]
+    for words, vectors, report in results:
+        assert words == ["北京", "上海"]
+        assert numpy.allclose(vectors, [[1, 2], [3, 4]])
+        assert report.repairs == {"words shorter than 2 characters": 1}
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("2 2\n北京 1 2\n上海 1 2 3\n", r"v\.txt:3: expected a word and 2 numbers, got 3"),
+        ("2 2\n北京 1 2\n", r"header announces 2 vectors, the file holds 1"),
+        ("北京 1 x\n", r"v\.txt:1: a vector value is not a number"),
+    ],
+)
+def test_word2vec_text_faults_name_file_and_line(tmp_path, content, message):
+    (tmp_path / "v.txt").write_text(content, encoding="utf8")
+    with pytest.raises(LexiconError, match=message):
+        read_word2vec(tmp_path / "v.txt")
+
+
+def test_word2vec_bad_utf8_names_line(tmp_path):
+    (tmp_path / "v.txt").write_bytes("北京 1 2\n".encode() + b"\xff\xfe 1 2\n")
+    with pytest.raises(LexiconError, match=r"v\.txt:2: not valid UTF-8"):
+        read_word2vec(tmp_path / "v.txt")
+
+
+def test_word2vec_truncated_binary(tmp_path):
+    write_binary(tmp_path / "v.bin", [("北京", [1.0, 2.0]), ("上海", [3.0, 4.0])])
+    data = (tmp_path / "v.bin").read_bytes()
+    (tmp_path / "cut.bin").write_bytes(data[:-3])
+    with pytest.raises(LexiconError, match=r"cut\.bin: truncated at vector 2 of 2"):
+        read_word2vec(tmp_path / "cut.bin", binary=True)
+
+
+def test_word2vec_duplicates_and_blank_lines_are_counted(tmp_path):
+    (tmp_path / "v.txt").write_text("北京 1 2\n\n北京 3 4\n上海 5 6\n", encoding="utf8")
+    words, vectors, report = read_word2vec(tmp_path / "v.txt")
+    assert words == ["北京", "上海"] and vectors[0].tolist() == [1, 2]
+    assert report.repairs == {"blank lines": 1, "duplicates (first kept)": 1}
+
+
+def test_word_list_reports_repairs(tmp_path):
+    (tmp_path / "w.txt").write_text("北京 10 ns\n\n北 3 n\n北京 1 ns\n大学\n", encoding="utf8")
+    words, report = read_word_list(tmp_path / "w.txt")
+    assert words == ["北京", "大学"]
+    assert report.repairs == {"blank lines": 1, "single characters": 1, "duplicates": 1}
+
+
+def test_lac_table_maps_every_character_class():
+    vocab, table = read_lac_char_table()
+    assert table.shape == (len(vocab), 128)
+    unknown = [vocab.row(c) for c in ("😀", "\x00", "\ufffd")]
+    assert len(set(unknown)) == 1  # one OOV row for symbols
+    known = set(vocab.entries)
+    # Compatibility forms the table lacks (circled digits, CJK compatibility ideographs)
+    # share the row of their NFKC form.
+    candidates = [chr(c) for r in ((0x2460, 0x2474), (0xF900, 0xFA6E), (0xFF01, 0xFF5F)) for c in range(*r)]
+    folded = [c for c in candidates if c not in known and unicodedata.normalize("NFKC", c) in known]
+    assert folded
+    assert all(vocab.row(c) == vocab.row(unicodedata.normalize("NFKC", c)) for c in folded)
+    assert vocab.row("张") != vocab.row("京")
+
+
+@needs_shared
+def test_shared_word2vec_file_loads():
+    words, vectors, report = read_word2vec(SHARED / "vectors/synonyms-wiki-w2v-100d/words.vector")
+    assert vectors.shape == (len(words), 100)
+    assert report.read == 125_796
+    assert report.kept + sum(report.repairs.values()) == report.read

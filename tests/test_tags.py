@@ -1,0 +1,49 @@
+"""BILUO tags over characters and the constrained CRF: decoded sequences are always valid."""
+
+import torch
+
+from spacy_flat.crf import ConstrainedCRF
+from spacy_flat.tags import TagSet
+
+
+def is_valid(tags):
+    prev = "O"
+    for tag in [*tags, "O"]:
+        inside = prev[0] in "BI"
+        if inside and not (tag[0] in "IL" and tag[2:] == prev[2:]):
+            return False
+        if not inside and tag[0] not in "OBU":
+            return False
+        prev = tag
+    return True
+
+
+def test_encode_decode_round_trip():
+    tags = TagSet(["PER", "LOC"])
+    spans = [(0, 2, "PER"), (2, 3, "LOC"), (5, 9, "LOC")]
+    ids = tags.encode(spans, 10)
+    assert [tags.tags[i] for i in ids][:4] == ["B-PER", "L-PER", "U-LOC", "O"]
+    assert tags.decode(ids) == spans
+
+
+def test_viterbi_is_always_valid_even_with_adversarial_scores():
+    tags = TagSet(["A", "B", "C"])
+    crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends())
+    gen = torch.Generator().manual_seed(0)
+    for trial in range(20):
+        emissions = torch.randn(8, 15, len(tags), generator=gen) * 20
+        # Push towards invalid tags: I- and L- everywhere.
+        emissions[:, :, [i for i, t in enumerate(tags.tags) if t[0] in "IL"]] += 30
+        mask = torch.ones(8, 15, dtype=torch.bool)
+        mask[3, 5:] = False
+        for row in crf.viterbi(emissions, mask):
+            assert is_valid([tags.tags[i] for i in row]), trial
+
+
+def test_forbidden_transitions_cannot_be_learned():
+    tags = TagSet(["A"])
+    crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends())
+    with torch.no_grad():
+        crf.raw_transitions.fill_(100.0)
+    o, b = tags.index["O"], tags.index["B-A"]
+    assert crf.transitions[b, o] < -1000 and crf.transitions[o, b] == 100.0
