@@ -1,34 +1,59 @@
-"""Command line: `python -m spacy_flat convert INPUT OUTPUT.spacy`."""
+"""Command line: `python -m spacy_flat convert | convert-dataset | evaluate`."""
 
 import argparse
 import sys
 from pathlib import Path
 from typing import List, Optional
 
-from .convert import SCHEMES, convert
+from .convert import PUBLIC_DATASETS, SCHEMES, convert, convert_dataset
 from .errors import FlatError
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m spacy_flat")
     commands = parser.add_subparsers(dest="command", required=True)
-    conv = commands.add_parser("convert", help="convert NER data to a spaCy DocBin")
+    conv = commands.add_parser("convert", help="convert NER data (BMES/BIO/BIOES, Weibo, JSON lines) to a DocBin")
     conv.add_argument("input", type=Path)
     conv.add_argument("output", type=Path)
     conv.add_argument("--scheme", choices=SCHEMES, default=None, help="force the tag scheme")
     conv.add_argument("--format", choices=("auto", "conll", "jsonl"), default="auto")
     conv.add_argument("--dev-last", type=int, default=0, help="write the last N sentences to --dev-output")
     conv.add_argument("--dev-output", type=Path, default=None)
-    args = parser.parse_args(argv)
+    dataset = commands.add_parser("convert-dataset", help="convert a public corpus to train/dev/test DocBins")
+    dataset.add_argument("name", choices=sorted(PUBLIC_DATASETS))
+    dataset.add_argument("assets", type=Path)
+    dataset.add_argument("corpus", type=Path)
+    evaluate = commands.add_parser("evaluate", help="score a pipeline: JSON, Markdown and an HTML sample page")
+    evaluate.add_argument("model")
+    evaluate.add_argument("data", type=Path)
+    evaluate.add_argument("output", type=Path)
+    evaluate.add_argument("--gpu-id", type=int, default=-1)
+    evaluate.add_argument("--samples", type=int, default=30)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
-        convert(
-            args.input,
-            args.output,
-            scheme=args.scheme,
-            file_format=args.format,
-            dev_last=args.dev_last,
-            dev_output=args.dev_output,
-        )
+        if args.command == "convert":
+            convert(
+                args.input,
+                args.output,
+                scheme=args.scheme,
+                file_format=args.format,
+                dev_last=args.dev_last,
+                dev_output=args.dev_output,
+            )
+        elif args.command == "convert-dataset":
+            convert_dataset(args.name, args.assets, args.corpus)
+        else:
+            from .evaluate import evaluate  # imports the pipeline machinery only when needed
+
+            scores = evaluate(args.model, args.data, args.output, n_samples=args.samples, gpu_id=args.gpu_id)
+            print((args.output / "scores.md").read_text(encoding="utf8"))
+            if scores["ents_f"] is None:
+                print("error: the data holds no entities to score", file=sys.stderr)
+                return 1
     except (FlatError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

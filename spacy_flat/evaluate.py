@@ -1,0 +1,118 @@
+"""Evaluate a pipeline on a DocBin: scores as JSON and Markdown, samples as HTML."""
+
+import html
+import json
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+import spacy
+from spacy import displacy
+from spacy.scorer import PRFScore
+from spacy.tokens import Doc, DocBin
+from spacy.training import Example
+
+from .scorer import score_char_entities
+
+Span3 = Tuple[int, int, str]
+
+
+def span_scores(examples: List[Example]) -> Dict[str, float]:
+    """The paper's Table 3 metrics: Span F (boundaries only, type ignored) and
+    Type Acc (full-correct predictions / span-correct predictions)."""
+    span = PRFScore()
+    span_correct = full_correct = 0
+    for eg in examples:
+        gold: Set[Span3] = {(e.start_char, e.end_char, e.label_) for e in eg.reference.ents}
+        pred: Set[Span3] = {(e.start_char, e.end_char, e.label_) for e in eg.predicted.ents}
+        gold_b = {(s, e) for s, e, _ in gold}
+        pred_b = {(s, e) for s, e, _ in pred}
+        span.tp += len(gold_b & pred_b)
+        span.fp += len(pred_b - gold_b)
+        span.fn += len(gold_b - pred_b)
+        span_correct += sum((s, e) in gold_b for s, e, _ in pred)
+        full_correct += len(gold & pred)
+    return {
+        "span_p": span.precision,
+        "span_r": span.recall,
+        "span_f": span.fscore,
+        "type_acc": full_correct / span_correct if span_correct else 0.0,
+    }
+
+
+def evaluate(model: str, data: Path, output: Path, *, n_samples: int = 30, gpu_id: int = -1) -> Dict[str, Any]:
+    """Score `model` on `data`; write scores.json, scores.md and samples.html to `output`.
+
+    RETURNS (Dict[str, Any]): The scores.
+    """
+    if gpu_id >= 0:
+        spacy.require_gpu(gpu_id)
+    nlp = spacy.load(model)
+    gold_docs = list(DocBin().from_disk(data).get_docs(nlp.vocab))
+    start = time.perf_counter()
+    predicted = list(nlp.pipe(Doc(nlp.vocab, words=[t.text for t in d], spaces=[False] * len(d)) for d in gold_docs))
+    seconds = time.perf_counter() - start
+    examples = [Example(p, g) for p, g in zip(predicted, gold_docs)]
+    scores: Dict[str, Any] = {**score_char_entities(examples), **span_scores(examples)}
+    n_chars = sum(len(d.text) for d in gold_docs)
+    scores["speed"] = {"docs_per_second": len(gold_docs) / seconds, "chars_per_second": n_chars / seconds}
+    scores["data"] = str(data)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "scores.json").write_text(json.dumps(scores, indent=2, ensure_ascii=False), encoding="utf8")
+    (output / "scores.md").write_text(markdown_table(scores), encoding="utf8")
+    (output / "samples.html").write_text(samples_html(examples, n_samples), encoding="utf8")
+    return scores
+
+
+def _pct(value: Optional[float]) -> str:
+    return "-" if value is None else f"{100 * value:.2f}"
+
+
+def markdown_table(scores: Dict[str, Any]) -> str:
+    lines = [
+        f"Scores on `{scores['data']}`",
+        "",
+        "| | P | R | F |",
+        "|---|---|---|---|",
+        f"| **all** | {_pct(scores['ents_p'])} | {_pct(scores['ents_r'])} | {_pct(scores['ents_f'])} |",
+    ]
+    for label, s in (scores.get("ents_per_type") or {}).items():
+        lines.append(f"| {label} | {_pct(s['p'])} | {_pct(s['r'])} | {_pct(s['f'])} |")
+    lines += [
+        "",
+        "| Span F | Type Acc |",
+        "|---|---|",
+        f"| {_pct(scores['span_f'])} | {_pct(scores['type_acc'])} |",
+        "",
+        f"Speed: {scores['speed']['chars_per_second']:.0f} characters/s, "
+        f"{scores['speed']['docs_per_second']:.1f} docs/s (nlp.pipe).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _render(doc: Doc) -> str:
+    return displacy.render(doc, style="ent", page=False, jupyter=False)
+
+
+def samples_html(examples: List[Example], n_samples: int) -> str:
+    """Gold and predicted entities side by side, errors first, for a person to read."""
+    wrong = [eg for eg in examples if _ents(eg.reference) != _ents(eg.predicted)]
+    right = [eg for eg in examples if _ents(eg.reference) == _ents(eg.predicted)]
+    chosen = (wrong[: n_samples * 2 // 3] + right)[:n_samples]
+    rows = "".join(
+        f"<tr><td>{'✗' if eg in wrong else '✓'}</td><td>{_render(eg.reference)}</td>"
+        f"<td>{_render(eg.predicted)}</td></tr>"
+        for eg in chosen
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>flat_ner samples</title>"
+        "<style>td{vertical-align:top;border-bottom:1px solid #ddd;padding:4px}</style></head><body>"
+        f"<h1>flat_ner: gold and predicted</h1><p>{html.escape(str(len(wrong)))} of {len(examples)} "
+        "sentences have at least one error; errors are shown first.</p>"
+        f"<table><tr><th></th><th>gold</th><th>predicted</th></tr>{rows}</table></body></html>"
+    )
+
+
+def _ents(doc: Doc) -> List[Span3]:
+    return [(e.start_char, e.end_char, e.label_) for e in doc.ents]
