@@ -1,0 +1,176 @@
+"""Hostile input, long documents and windows: nothing crashes a batch or shifts an offset."""
+
+import pickle
+
+import pytest
+import spacy
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spacy.training import Example
+
+from spacy_flat.windows import merge_window_spans, plan_windows
+
+from .conftest import SHARED, needs_shared
+
+HOSTILE = {
+    "empty": "",
+    "whitespace": " \t\n  ",
+    "latin": "Hello World from OpenAI and Google",
+    "digits": "1234567890 2024",
+    "punctuation": "。，！？、；：“”（）《》…—",
+    "emoji": "张伟😀在北京🎉工作👍🏽",
+    "astral": "𠀀𠀁𪚥张伟在北京",
+    "combining": "e\u0301张\u0301伟在北京",
+    "control": "张伟\x00在\x07北京\x1b工作",
+    "replacement": "\ufffd\ufffd张伟在北京\ufffd",
+    "fullwidth": "ＡＢＣ１２３张伟在北京，ｈｅｌｌｏ",
+    "halfwidth": "ｶﾀｶﾅ张伟在北京",
+    "newlines_tabs_spaces": "张伟\n\n在北京\t\t工作   李娜 \n",
+    "long_latin_run": "a" * 700,
+}
+
+
+def check_doc(doc, text):
+    assert doc.text == text
+    previous_end = 0
+    for ent in doc.ents:
+        assert 0 <= ent.start_char < ent.end_char <= len(text)
+        assert ent.text == text[ent.start_char : ent.end_char]
+        assert ent.start_char >= previous_end  # no overlaps
+        assert not ent.text[0].isspace() and not ent.text[-1].isspace()
+        previous_end = ent.end_char
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_input_alone(trained_nlp, name):
+    check_doc(trained_nlp(HOSTILE[name]), HOSTILE[name])
+
+
+def test_hostile_input_in_one_batch_matches_one_by_one(trained_nlp):
+    texts = list(HOSTILE.values())
+    batched = list(trained_nlp.pipe(texts, batch_size=len(texts)))
+    for text, doc in zip(texts, batched):
+        check_doc(doc, text)
+        assert [(e.start_char, e.end_char, e.label_) for e in doc.ents] == [
+            (e.start_char, e.end_char, e.label_) for e in trained_nlp(text).ents
+        ]
+
+
+@pytest.mark.parametrize("segmenter", ["jieba"])
+def test_word_segmenter_pipeline(trained_nlp, segmenter):
+    nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"segmenter": segmenter}}})
+    nlp.add_pipe("flat_ner", source=trained_nlp)
+    for text in HOSTILE.values():
+        check_doc(nlp(text), text)
+
+
+CHARS = st.sampled_from(list("张伟李娜王芳在北京上海大学工作。，！ \n\tA1😀\u0301\x00\ufffdＡ"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.text(alphabet=CHARS, max_size=40), min_size=1, max_size=6))
+def test_pipe_equals_call_on_random_text(trained_nlp, texts):
+    piped = list(trained_nlp.pipe(texts, batch_size=3))
+    for text, doc in zip(texts, piped):
+        check_doc(doc, text)
+        assert [(e.start_char, e.end_char, e.label_) for e in doc.ents] == [
+            (e.start_char, e.end_char, e.label_) for e in trained_nlp(text).ents
+        ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(alphabet=st.sampled_from(list("甲乙丙丁。！\n ")), min_size=0, max_size=300),
+    size=st.integers(min_value=8, max_value=80),
+    overlap=st.integers(min_value=0, max_value=20),
+)
+def test_windows_tile_the_text(text, size, overlap):
+    windows = plan_windows(text, size, overlap)
+    assert windows[0].own_start == 0 and windows[-1].own_end == len(text)
+    for a, b in zip(windows, windows[1:]):
+        assert a.own_end == b.own_start
+    for w in windows:
+        assert w.start <= w.own_start <= w.own_end <= w.end
+        assert w.end - w.start <= size
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.integers(min_value=30, max_value=300),
+    entities=st.lists(st.tuples(st.integers(0, 299), st.integers(1, 6)), max_size=20),
+    size=st.integers(min_value=16, max_value=60),
+)
+def test_windows_never_cut_protected_spans(n, entities, size):
+    text = "字" * n
+    spans = []
+    for start, length in sorted(entities):
+        end = min(n, start + length)
+        if start < n and (not spans or start >= spans[-1][1]):
+            spans.append((start, end))
+    windows = plan_windows(text, size, 4, protected=spans)
+    for start, end in spans:
+        assert any(w.own_start <= start and end <= w.own_end for w in windows), (start, end)
+
+
+def test_merge_keeps_an_entity_across_a_window_edge():
+    text = "甲" * 50
+    windows = plan_windows(text, 24, 6)
+    assert len(windows) > 1
+    cut = windows[0].own_end
+    entity = (cut - 2, cut + 2, "X")  # straddles the first cut
+    per_window = []
+    for w in windows:
+        spans = []
+        if w.start <= entity[0] and entity[1] <= w.end:
+            spans.append((entity[0] - w.start, entity[1] - w.start, "X"))
+        per_window.append(spans)
+    assert merge_window_spans(windows, per_window) == [entity]
+
+
+def test_long_document_is_windowed_and_loses_nothing(trained_nlp):
+    nlp = pickle.loads(pickle.dumps(trained_nlp))
+    sentences = ["张伟毕业于北京大学。", "李娜在上海工作。", "王芳加入了华为公司。"] * 40
+    text = "".join(sentences)
+    ner = nlp.get_pipe("flat_ner")
+    expected = []
+    offset = 0
+    for sentence in sentences:
+        expected += [(s + offset, e + offset, lab) for s, e, lab in ner.predict([nlp.make_doc(sentence)])[0]]
+        offset += len(sentence)
+    ner.cfg["window_size"] = 64
+    ner.cfg["window_overlap"] = 8
+    doc = nlp(text)
+    check_doc(doc, text)
+    got = [(e.start_char, e.end_char, e.label_) for e in doc.ents]
+    assert len(expected) == 240  # two entities per sentence
+    assert got == expected
+
+
+def test_training_windows_keep_every_gold_entity(trained_nlp):
+    nlp = pickle.loads(pickle.dumps(trained_nlp))
+    ner = nlp.get_pipe("flat_ner")
+    ner.cfg["window_size"] = 24
+    ner.cfg["window_overlap"] = 4
+    text = "张伟毕业于北京大学。" * 12
+    spans = [(i * 10, i * 10 + 2, "PER") for i in range(12)] + [(i * 10 + 5, i * 10 + 9, "ORG") for i in range(12)]
+    eg = Example.from_dict(nlp.make_doc(text), {"entities": spans})
+    segments, gold = ner._training_segments([eg])
+    assert len(segments) > 1
+    assert sum(len(ner._tag_set.decode(g)) for g in gold) == len(spans)
+    assert sum(len(s.text) for s in segments) == len(text)
+    nlp.update([eg], sgd=nlp.resume_training())
+
+
+@needs_shared
+def test_msra_longest_test_sentence(trained_nlp):
+    blocks = (SHARED / "data/msra/test.char.bmes").read_text(encoding="utf8").split("\n\n")
+    longest = max(("".join(line.split(" ")[0] for line in b.splitlines() if line) for b in blocks), key=len)
+    assert len(longest) == 1475
+    check_doc(trained_nlp(longest), longest)
+
+
+@pytest.mark.slow
+def test_200k_character_document(trained_nlp):
+    text = "张伟毕业于北京大学，现在上海的华为公司工作。" * 9100
+    assert len(text) >= 200_000
+    check_doc(trained_nlp(text), text)
