@@ -49,11 +49,14 @@ class FlatAttention(nn.Module):
         k = self.w_k(x).view(batch, n, heads, hw).transpose(1, 2)
         val = self.w_v(x).view(batch, n, heads, hw).transpose(1, 2)
         rk = self.w_kr(rel).view(-1, heads, hw).permute(1, 2, 0)  # H hw U
-        scores = torch.matmul(q + self.u[None, :, None, :], k.transpose(-1, -2))
-        scores = scores + self._position_scores(q + self.v[None, :, None, :], rk, pos)
-        scores = scores * self.scale
-        scores = scores.masked_fill(~attend[:, None], torch.finfo(scores.dtype).min)
-        probs = self.dropout(torch.softmax(scores, dim=-1))
+        # The scale is folded into the queries, and the sum and mask are done in
+        # place on fresh tensors: each saves an attention-sized copy.
+        scores = torch.matmul((q + self.u[None, :, None, :]) * self.scale, k.transpose(-1, -2))
+        scores += self._position_scores((q + self.v[None, :, None, :]) * self.scale, rk, pos)
+        scores.masked_fill_(~attend[:, None], torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores, dim=-1)
+        if self.dropout.p > 0:
+            probs = self.dropout(probs)
         out = torch.matmul(probs, val).transpose(1, 2).reshape(batch, n, width)
         return self.w_o(out)
 
@@ -74,7 +77,8 @@ class FlatAttention(nn.Module):
         order = torch.argsort(row_len, stable=True)
         counts = torch.bincount(row_len, minlength=n_len + 1).tolist()
         starts = pos.query_length_start.tolist()
-        pieces = []
+        # Padded rows (the last group) keep zeros.
+        out = qv.new_zeros(n * batch, heads, n)
         offset = 0
         for a in range(n_len):
             if not counts[a]:
@@ -87,12 +91,8 @@ class FlatAttention(nn.Module):
                 chunk = rows[c0 : c0 + step]
                 scores = torch.matmul(flat_q.index_select(0, chunk).transpose(0, 1), rk[:, :, u0:u1])
                 idx = (flat_index.index_select(0, chunk) - u0).clamp_(0, u1 - u0 - 1)
-                pieces.append(scores.gather(-1, idx[None].expand(heads, -1, -1)).transpose(0, 1))
-        pieces.append(qv.new_zeros(counts[n_len], heads, n))
-        ordered = torch.cat(pieces, dim=0)
-        inverse = torch.empty_like(order)
-        inverse[order] = torch.arange(order.shape[0], device=order.device)
-        return ordered[inverse].view(n, batch, heads, n).permute(1, 2, 0, 3)
+                out.index_copy_(0, chunk, scores.gather(-1, idx[None].expand(heads, -1, -1)).transpose(0, 1))
+        return out.view(n, batch, heads, n).permute(1, 2, 0, 3)
 
 
 class FlatLayer(nn.Module):

@@ -1,0 +1,68 @@
+"""Shared helpers for the benchmarks: data from ../shared, a default pipeline, timing."""
+
+import platform
+import statistics
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, List
+
+import spacy
+from spacy.language import Language
+from spacy.tokens import DocBin
+from spacy.training import Example
+
+from spacy_flat.convert import convert
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+CACHE = ROOT / "corpus" / "bench"
+
+
+def corpus(name: str, split: str) -> Path:
+    """A DocBin of a shared corpus split, converted once into corpus/bench (ignored by git)."""
+    files = {
+        ("resume", s): SHARED / "data/resume" / f"{s}.char.bmes" for s in ("train", "dev", "test")
+    } | {
+        ("weibo", s): SHARED / "data/weibo" / f"weiboNER_2nd_conll.{s}" for s in ("train", "dev", "test")
+    } | {("msra", "test"): SHARED / "data/msra/test.char.bmes", ("msra", "train_dev"): SHARED /
+         "data/msra/train_dev.char.bmes"}
+    out = CACHE / f"{name}-{split}.spacy"
+    if not out.exists():
+        with open("/dev/null", "w") as sink:
+            convert(files[(name, split)], out, log=sink)
+    return out
+
+
+def texts(name: str, split: str) -> List[str]:
+    nlp = spacy.blank("zh")
+    return [d.text for d in DocBin().from_disk(corpus(name, split)).get_docs(nlp.vocab)]
+
+
+def examples(nlp: Language, name: str, split: str) -> List[Example]:
+    docs = DocBin().from_disk(corpus(name, split)).get_docs(nlp.vocab)
+    return [Example(nlp.make_doc(d.text), d) for d in docs]
+
+
+def median_time(fn: Callable[[], object], repeats: int = 5) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        model = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
+                               capture_output=True, text=True).stdout.strip()
+        cpu = model or cpu
+    except OSError:
+        pass
+    import os
+
+    import torch
+
+    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, spaCy {spacy.__version__}, {time.strftime('%Y-%m-%d')}"
