@@ -21,12 +21,14 @@ CACHE = ROOT / "corpus" / "bench"
 
 def corpus(name: str, split: str) -> Path:
     """A DocBin of a shared corpus split, converted once into corpus/bench (ignored by git)."""
-    files = {
-        ("resume", s): SHARED / "data/resume" / f"{s}.char.bmes" for s in ("train", "dev", "test")
-    } | {
-        ("weibo", s): SHARED / "data/weibo" / f"weiboNER_2nd_conll.{s}" for s in ("train", "dev", "test")
-    } | {("msra", "test"): SHARED / "data/msra/test.char.bmes", ("msra", "train_dev"): SHARED /
-         "data/msra/train_dev.char.bmes"}
+    files = (
+        {("resume", s): SHARED / "data/resume" / f"{s}.char.bmes" for s in ("train", "dev", "test")}
+        | {("weibo", s): SHARED / "data/weibo" / f"weiboNER_2nd_conll.{s}" for s in ("train", "dev", "test")}
+        | {
+            ("msra", "test"): SHARED / "data/msra/test.char.bmes",
+            ("msra", "train_dev"): SHARED / "data/msra/train_dev.char.bmes",
+        }
+    )
     out = CACHE / f"{name}-{split}.spacy"
     if not out.exists():
         with open("/dev/null", "w") as sink:
@@ -56,8 +58,9 @@ def median_time(fn: Callable[[], object], repeats: int = 5) -> float:
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
-        model = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
-                               capture_output=True, text=True).stdout.strip()
+        model = subprocess.run(
+            ["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"], capture_output=True, text=True
+        ).stdout.strip()
         cpu = model or cpu
     except OSError:
         pass
@@ -65,4 +68,5 @@ def machine() -> str:
 
     import torch
 
-    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, spaCy {spacy.__version__}, {time.strftime('%Y-%m-%d')}"
+    versions = f"torch {torch.__version__}, spaCy {spacy.__version__}"
+    return f"{cpu}, {os.cpu_count()} cores, {versions}, {time.strftime('%Y-%m-%d')}"

@@ -43,9 +43,9 @@ def measure(length: int, mode: str, impl: str) -> Dict[str, float]:
     from spacy.training import Example
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    import spacy
     from common import texts
 
-    import spacy
     from spacy_flat.encoder import FlatAttention
 
     torch.manual_seed(0)
@@ -90,8 +90,9 @@ def main() -> None:
                 if impl == "literal" and length > LITERAL_MAX:
                     cells[(mode, impl)] = None
                     continue
-                out = subprocess.run([sys.executable, __file__, "--one", str(length), mode, impl],
-                                     capture_output=True, text=True)
+                out = subprocess.run(
+                    [sys.executable, __file__, "--one", str(length), mode, impl], capture_output=True, text=True
+                )
                 if out.returncode != 0:
                     cells[(mode, impl)] = {"peak_mb": float("nan"), "words_per_text": 0.0}
                     print(out.stderr[-2000:], file=sys.stderr)
@@ -106,12 +107,16 @@ def main() -> None:
         def ratio(a, b):  # type: ignore[no-untyped-def]
             return "-" if b is None else f"{b['peak_mb'] / max(a['peak_mb'], 1):.1f}x"
 
-        rows.append(f"| {length} | {ours_t['words_per_text']:.0f} | {fmt(ours_t)} | {fmt(lit_t)} | "
-                    f"{ratio(ours_t, lit_t)} | {fmt(ours_i)} | {fmt(lit_i)} | {ratio(ours_i, lit_i)} |")
+        rows.append(
+            f"| {length} | {ours_t['words_per_text']:.0f} | {fmt(ours_t)} | {fmt(lit_t)} | "
+            f"{ratio(ours_t, lit_t)} | {fmt(ours_i)} | {fmt(lit_i)} | {ratio(ours_i, lit_i)} |"
+        )
         print(rows[-1], flush=True)
     print(f"\nMachine: {machine()}\n")
-    print("| chars | lattice words/text | train step MB (ours) | train MB (literal eq. 11) | literal/ours |"
-          " inference MB (ours) | inference MB (literal) | literal/ours |")
+    print(
+        "| chars | lattice words/text | train step MB (ours) | train MB (literal eq. 11) | literal/ours |"
+        " inference MB (ours) | inference MB (literal) | literal/ours |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 

@@ -1,0 +1,137 @@
+"""Inference and training speed of flat_ner against spaCy's own `ner`, side by side.
+
+The peer is what a spaCy user would pick instead: `spacy init config --lang zh
+--pipeline ner --optimize accuracy` (no static vectors). Both run in this process on
+the same texts; figures are medians of repeated runs.
+
+    python benchmarks/speed.py [--model training/resume/model-best] [--docs 400]
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+import spacy
+from spacy.cli.init_config import init_config
+from spacy.language import Language
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import ROOT, examples, machine, median_time, texts
+
+from spacy_flat import model as flat_model
+
+
+def spacy_ner(train_name: str) -> Language:
+    config = init_config(lang="zh", pipeline=["ner"], optimize="accuracy", gpu=False)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    egs = examples(nlp, train_name, "train")
+    nlp.initialize(lambda: egs[:500])
+    return nlp
+
+
+def flat(model: str, train_name: str) -> Language:
+    if Path(model).exists():
+        return spacy.load(model)
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("flat_ner")
+    egs = examples(nlp, train_name, "train")
+    nlp.initialize(lambda: egs[:500])
+    return nlp
+
+
+def inference(nlp: Language, docs: List[str], repeats: int) -> Dict[str, float]:
+    chars = sum(len(t) for t in docs)
+    one = median_time(lambda: [nlp(t) for t in docs], repeats)
+    batched = median_time(lambda: list(nlp.pipe(docs, batch_size=64)), repeats)
+    return {
+        "b1_chars": chars / one,
+        "b1_docs": len(docs) / one,
+        "batch_chars": chars / batched,
+        "batch_docs": len(docs) / batched,
+    }
+
+
+def decode_share(nlp: Language, docs: List[str]) -> float:
+    """Fraction of nlp.pipe time spent in CRF decoding."""
+    spent = [0.0]
+    original = flat_model.crf_decode
+
+    def timed(*args, **kwargs):  # type: ignore[no-untyped-def]
+        start = time.perf_counter()
+        out = original(*args, **kwargs)
+        spent[0] += time.perf_counter() - start
+        return out
+
+    import spacy_flat.pipe as pipe_module
+
+    pipe_module.crf_decode = timed
+    try:
+        total = median_time(lambda: list(nlp.pipe(docs, batch_size=64)), 1)
+    finally:
+        pipe_module.crf_decode = original
+    return spent[0] / total
+
+
+def training_speed(nlp: Language, name: str, n_batches: int) -> float:
+    """Sentences per second over n_batches updates of 10 sentences."""
+    egs = examples(nlp, name, "train")[: n_batches * 10]
+    optimizer = nlp.resume_training()
+    start = time.perf_counter()
+    for i in range(0, len(egs), 10):
+        nlp.update(egs[i : i + 10], sgd=optimizer)
+    return len(egs) / (time.perf_counter() - start)
+
+
+def lattice_speed() -> Dict[str, float]:
+    from spacy_flat.lexicon import Lexicon
+    from spacy_flat.loaders import jieba_dir, read_word_list
+
+    lexicon = Lexicon(read_word_list(jieba_dir() / "dict.txt")[0])
+    lexicon.matches("预热")
+    sentences = texts("msra", "train_dev")
+    chars = sum(len(s) for s in sentences)
+    seconds = median_time(lambda: [lexicon.matches(s) for s in sentences], 3)
+    words = sum(len(lexicon.matches(s)) for s in sentences)
+    return {"chars": chars, "seconds": seconds, "chars_per_s": chars / seconds, "words": words}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default=str(ROOT / "training/resume/model-best"))
+    parser.add_argument("--docs", type=int, default=400)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"Machine: {machine()}\n")
+    ours, peer = flat(args.model, "resume"), spacy_ner("resume")
+    print("| test set | pipeline | chars/s batch 1 | docs/s batch 1 | chars/s nlp.pipe | docs/s nlp.pipe |")
+    print("|---|---|---|---|---|---|")
+    for name in ("resume", "msra"):
+        docs = texts(name, "test")[: args.docs]
+        a, b = inference(ours, docs, args.repeats), inference(peer, docs, args.repeats)
+        for label, r in (("flat_ner", a), ("spaCy ner", b)):
+            print(
+                f"| {name} ({len(docs)} docs) | {label} | {r['b1_chars']:.0f} | {r['b1_docs']:.1f} | "
+                f"{r['batch_chars']:.0f} | {r['batch_docs']:.1f} |"
+            )
+        print(
+            f"| {name} | **flat/spaCy** | {a['b1_chars'] / b['b1_chars']:.2f}x | | "
+            f"{a['batch_chars'] / b['batch_chars']:.2f}x | |"
+        )
+    share = decode_share(ours, texts("resume", "test")[: args.docs])
+    print(f"\nCRF decoding: {100 * share:.1f}% of flat_ner's nlp.pipe time on Resume test.")
+    print("\n| training (Resume, batches of 10) | sentences/s | s/epoch (3,821 sentences) |")
+    print("|---|---|---|")
+    for label, nlp in (("flat_ner", flat("", "resume")), ("spaCy ner", spacy_ner("resume"))):
+        rate = training_speed(nlp, "resume", 40)
+        print(f"| {label} | {rate:.1f} | {3821 / rate:.0f} |")
+    lat = lattice_speed()
+    print(
+        f"\nLattice: {lat['chars']:,} MSRA train_dev characters matched against jieba's 337k words in "
+        f"{lat['seconds']:.2f} s ({lat['chars_per_s']:,.0f} chars/s), {lat['words']:,} lattice words."
+    )
+
+
+if __name__ == "__main__":
+    main()
