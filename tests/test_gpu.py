@@ -1,0 +1,64 @@
+"""GPU lane (opt-in: --rungpu; needs CUDA and `pip install -e .[cuda12x]`)."""
+
+import pytest
+import spacy
+
+from .conftest import ROOT, small_config, small_lexicon, tiny_examples, tiny_records
+
+pytestmark = pytest.mark.gpu
+
+
+def test_train_on_gpu_then_load_and_run_on_cpu(tmp_path):
+    import subprocess
+    import sys
+
+    # Trained in a child process so that this one never activates the GPU.
+    script = f"""
+import spacy, torch
+from thinc.api import require_gpu
+require_gpu(0)
+import sys; sys.path.insert(0, {str(ROOT)!r})
+from tests.conftest import small_config, small_lexicon, tiny_examples
+nlp = spacy.blank("zh")
+ner = nlp.add_pipe("flat_ner", config=small_config())
+egs = tiny_examples(nlp)
+ner.initialize(lambda: egs, nlp=nlp, lexicon=small_lexicon())
+opt = nlp.create_optimizer()
+for _ in range(60):
+    nlp.update(egs, sgd=opt)
+assert next(ner.model.get_ref("tagger").shims[0]._model.parameters()).is_cuda
+nlp.to_disk({str(tmp_path / "gpu")!r})
+"""
+    from .conftest import ROOT
+
+    result = subprocess.run(
+        [sys.executable, "-c", script.replace(repr(str(tmp_path.parent)), repr(str(ROOT)))],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    nlp = spacy.load(tmp_path / "gpu")  # this process never activated the GPU
+    for rec in tiny_records():
+        doc = nlp(rec["text"])
+        assert doc.text == rec["text"]
+
+
+def test_gpu_predictions_match_cpu(tmp_path):
+    from thinc.api import require_cpu, require_gpu
+
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=small_config())
+    egs = tiny_examples(nlp)
+    ner.initialize(lambda: egs, nlp=nlp, lexicon=small_lexicon())
+    opt = nlp.create_optimizer()
+    for _ in range(40):
+        nlp.update(egs, sgd=opt)
+    nlp.to_disk(tmp_path / "cpu")
+    cpu = [[(e.start_char, e.end_char, e.label_) for e in nlp(r["text"]).ents] for r in tiny_records()]
+    require_gpu(0)
+    try:
+        gpu_nlp = spacy.load(tmp_path / "cpu")
+        gpu = [[(e.start_char, e.end_char, e.label_) for e in gpu_nlp(r["text"]).ents] for r in tiny_records()]
+    finally:
+        require_cpu()
+    assert gpu == cpu
