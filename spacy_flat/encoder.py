@@ -164,10 +164,15 @@ class FlatTagger(nn.Module):
         mask_self_matched: bool = False,
         max_distance: int = -1,
         head_only: bool = False,
+        use_char_embeddings: bool = True,
     ) -> None:
         super().__init__()
         self.width = width
         self.char_width = char_width
+        self.use_char_embeddings = use_char_embeddings
+        self.bigram_width = bigram_width if bigram_rows > 0 else 0
+        # Width of per-character features from outside (a transformer), set by configure.
+        self.feature_width = 0
         self.word_width = word_width
         self.mask_self_matched = mask_self_matched
         self.max_distance = max_distance
@@ -175,7 +180,8 @@ class FlatTagger(nn.Module):
         self.bigram_embed = HashEmbedding(bigram_rows, bigram_width) if bigram_rows > 0 else None
         self.word_embed = HashEmbedding(word_rows, word_width)
         self.vector_proj: Optional[nn.Linear] = None
-        self.char_proj = nn.Linear(char_width + (bigram_width if self.bigram_embed else 0), width)
+        # A transformer-only model learns its input width at `configure`.
+        self.char_proj = nn.Linear(max(1, self._char_input_width()), width)
         self.word_proj = nn.Linear(word_width, width)
         self.embed_dropout = nn.Dropout(embed_dropout)
         self.position = PositionFusion(width, head_only=head_only)
@@ -196,9 +202,15 @@ class FlatTagger(nn.Module):
         transitions: Sequence[Tuple[int, int]],
         starts: Sequence[int],
         ends: Sequence[int],
+        feature_width: int = 0,
     ) -> None:
         """Set the data-dependent shapes. Reinitializes the affected layers."""
         device = self.output.weight.device
+        if feature_width != self.feature_width:
+            self.feature_width = feature_width
+            if not self._char_input_width():
+                raise ValueError("FLAT needs character embeddings, bigrams or transformer features")
+            self.char_proj = nn.Linear(self._char_input_width(), self.width).to(device)
         if self.char_embed.num_embeddings != n_chars:
             self.char_embed = nn.Embedding(n_chars, self.char_width).to(device)
         if vector_width and (self.vector_proj is None or self.vector_proj.in_features != vector_width):
@@ -207,6 +219,9 @@ class FlatTagger(nn.Module):
             self.vector_proj = None
         self.output = nn.Linear(self.width, n_tags).to(device)
         self.crf = ConstrainedCRF(n_tags, transitions, starts, ends).to(device)
+
+    def _char_input_width(self) -> int:
+        return self.bigram_width + self.feature_width + (self.char_width if self.use_char_embeddings else 0)
 
     def set_char_vectors(self, table: torch.Tensor) -> None:
         """Initialize the character embeddings from a pretrained table."""
@@ -225,6 +240,7 @@ class FlatTagger(nn.Module):
         char_mask: torch.Tensor,
         bigram_hashes: Optional[torch.Tensor] = None,
         word_vectors: Optional[torch.Tensor] = None,
+        char_features: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """Emission scores for every character.
 
@@ -233,13 +249,19 @@ class FlatTagger(nn.Module):
         heads, tails (B, n): token spans; characters first in each row, then words.
         char_index (N_c,), word_index (N_w,): flat positions in (B * n) of each.
         token_mask (B, n): real tokens. char_mask (B, n_chars_max): real characters.
-        bigram_hashes (N_c, k) and word_vectors (N_w, vector_width): optional.
+        bigram_hashes (N_c, k), word_vectors (N_w, vector_width) and
+            char_features (N_c, feature_width): optional.
         RETURNS (torch.Tensor): (B, n_chars_max, n_tags) emissions.
         """
         batch, n = heads.shape
-        chars = self.char_embed(char_rows)
+        parts = [self.char_embed(char_rows)] if self.use_char_embeddings else []
         if self.bigram_embed is not None and bigram_hashes is not None:
-            chars = torch.cat([chars, self.bigram_embed(bigram_hashes)], dim=-1)
+            parts.append(self.bigram_embed(bigram_hashes))
+        if self.feature_width:
+            if char_features is None:
+                raise ValueError("this FLAT model expects transformer features for every character")
+            parts.append(char_features.to(parts[0].dtype if parts else char_features.dtype))
+        chars = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         words = self.word_embed(word_hashes)
         if self.vector_proj is not None and word_vectors is not None:
             words = words + self.vector_proj(word_vectors)

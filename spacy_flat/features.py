@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import murmurhash
 import numpy
@@ -30,6 +30,9 @@ class FlatBatch:
     char_mask: numpy.ndarray  # (B, n_chars_max) bool
     bigram_hashes: Optional[numpy.ndarray]  # (N_c, 2) int64
     word_vectors: Optional[numpy.ndarray]  # (N_w, vector_width) float32
+    # (N_c, width) per-character features from a transformer, set by the
+    # transformer architecture; an xp array (NumPy or CuPy).
+    char_features: Optional[Any] = None
 
     @property
     def lengths(self) -> numpy.ndarray:

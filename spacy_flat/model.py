@@ -16,7 +16,7 @@ from spacy.tokens import Doc
 from spacy.util import registry
 from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, chain, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
-from thinc.types import Floats3d
+from thinc.types import Floats2d, Floats3d, Ints1d
 
 from .char_vocab import CharVocab
 from .encoder import FlatTagger
@@ -98,6 +98,93 @@ def build_flat_tagger(
         max_distance=max_distance,
         head_only=head_only,
     )
+    features, tagger = _features_and_tagger(
+        module, word_rows, bigram_rows, max_words, mixed_precision, grad_scaler_config
+    )
+    model: Model[InT, OutT] = chain(features, tagger)
+    model.set_ref("features", features)
+    model.set_ref("tagger", tagger)
+    return model
+
+
+@registry.architectures("spacy-flat.FlatTransformerTagger.v1")
+def build_flat_transformer_tagger(
+    tok2vec: Model[List[Doc], List[Floats2d]],
+    use_char_embeddings: bool = True,
+    width: int = 160,
+    n_heads: int = 8,
+    ffn_width: int = 480,
+    n_layers: int = 1,
+    char_width: int = 128,
+    word_width: int = 64,
+    word_rows: int = 20000,
+    bigram_width: int = 0,
+    bigram_rows: int = 0,
+    max_words: int = -1,
+    embed_dropout: float = 0.5,
+    dropout: float = 0.15,
+    attention_dropout: float = 0.0,
+    output_dropout: float = 0.3,
+    scaled: bool = True,
+    mask_self_matched: bool = False,
+    max_distance: int = -1,
+    head_only: bool = False,
+    mixed_precision: bool = False,
+    grad_scaler_config: Optional[Dict[str, Any]] = None,
+) -> Model[InT, OutT]:
+    """FLAT+BERT: FLAT whose character representations come from a transformer.
+
+    tok2vec (Model[List[Doc], List[Floats2d]]): Token vectors, usually a
+        `spacy-transformers.TransformerListener.v1` of a shared `transformer`
+        component (which is then fine-tuned jointly, with its own optimizer settings).
+        Each character takes the vector of the token it belongs to (one character
+        per token in `spacy.blank("zh")`); whitespace between tokens gets zeros.
+    use_char_embeddings (bool): Also use the character embeddings (concatenated).
+    Other settings: as `spacy-flat.FlatTagger.v1`.
+    """
+    module = FlatTagger(
+        width=width,
+        n_heads=n_heads,
+        ffn_width=ffn_width,
+        n_layers=n_layers,
+        char_width=char_width,
+        word_width=word_width,
+        word_rows=word_rows,
+        bigram_width=bigram_width,
+        bigram_rows=bigram_rows,
+        embed_dropout=embed_dropout,
+        dropout=dropout,
+        attention_dropout=attention_dropout,
+        output_dropout=output_dropout,
+        scaled=scaled,
+        mask_self_matched=mask_self_matched,
+        max_distance=max_distance,
+        head_only=head_only,
+        use_char_embeddings=use_char_embeddings,
+    )
+    features, tagger = _features_and_tagger(
+        module, word_rows, bigram_rows, max_words, mixed_precision, grad_scaler_config
+    )
+    model: Model[InT, OutT] = Model(
+        "flat_transformer",
+        _transformer_forward,
+        layers=[features, tok2vec, tagger],
+        refs={"features": features, "tok2vec": tok2vec, "tagger": tagger},
+        # Windows would cut docs away from their transformer output; the transformer
+        # handles long docs with its own span getter.
+        attrs={"whole_docs": True},
+    )
+    return model
+
+
+def _features_and_tagger(
+    module: FlatTagger,
+    word_rows: int,
+    bigram_rows: int,
+    max_words: int,
+    mixed_precision: bool,
+    grad_scaler_config: Optional[Dict[str, Any]],
+) -> Tuple[Model[InT, FlatBatch], Model[FlatBatch, OutT]]:
     features: Model[InT, FlatBatch] = Model(
         "flat_features",
         _featurize_forward,
@@ -125,10 +212,45 @@ def build_flat_tagger(
         shims=[shim],
         dims={"nI": None, "nO": None},
     )
-    model: Model[InT, OutT] = chain(features, tagger)
-    model.set_ref("features", features)
-    model.set_ref("tagger", tagger)
-    return model
+    return features, tagger
+
+
+def _transformer_forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, Callable]:
+    features, tok2vec, tagger = (model.get_ref(name) for name in ("features", "tok2vec", "tagger"))
+    batch, _ = features(docs, is_train)
+    tokvecs, backprop_tok2vec = tok2vec(docs, is_train)
+    ops = model.ops
+    # Row of each character's token among the stacked token vectors, shifted by
+    # one: row 0 is a zero vector for whitespace outside every token.
+    rows, offset = [], 0
+    for doc in docs:
+        token_rows = _char_token_rows(doc)
+        rows.append(numpy.where(token_rows >= 0, token_rows + offset + 1, 0))
+        offset += len(doc)
+    index = ops.asarray1i(cast(Ints1d, numpy.concatenate(rows).astype("int32")))
+    stacked = ops.xp.concatenate([ops.alloc2f(1, tokvecs[0].shape[1]), *tokvecs])
+    batch.char_features = stacked[index]
+    scores, backprop_tagger = tagger(batch, is_train)
+
+    def backprop(d_scores: OutT) -> List[Doc]:
+        d_chars = backprop_tagger(d_scores)
+        if d_chars is not None:
+            d_stacked = ops.alloc2f(*stacked.shape)
+            ops.scatter_add(d_stacked, index, d_chars)
+            sizes = [len(doc) for doc in docs]
+            d_tokvecs = ops.xp.split(d_stacked[1:], numpy.cumsum(sizes)[:-1].tolist())
+            backprop_tok2vec(list(d_tokvecs))
+        return []
+
+    return scores, backprop
+
+
+def _char_token_rows(doc: Doc) -> numpy.ndarray:
+    """Token index of each character of `doc.text`; -1 for trailing whitespace."""
+    rows = numpy.full(len(doc.text), -1, dtype="int64")
+    for token in doc:
+        rows[token.idx : token.idx + len(token.text)] = token.i
+    return rows
 
 
 def torch_module(model: Model) -> FlatTagger:
@@ -181,7 +303,15 @@ def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[Arg
         "bigram_hashes": tensor(batch.bigram_hashes),
         "word_vectors": tensor(batch.word_vectors),
     }
-    return ArgsKwargs(args=(), kwargs=kwargs), lambda d_inputs: batch
+    if batch.char_features is not None:
+        kwargs["char_features"] = xp2torch(batch.char_features, requires_grad=is_train, device=device)
+
+    def backprop(d_inputs: ArgsKwargs) -> Optional[Floats2d]:
+        """RETURNS: the gradient of the character features, if any."""
+        grad = d_inputs.kwargs.get("char_features")
+        return None if grad is None else cast(Floats2d, torch2xp(grad))
+
+    return ArgsKwargs(args=(), kwargs=kwargs), backprop
 
 
 def _convert_outputs(model: Model, inputs_outputs: Tuple[Any, torch.Tensor], is_train: bool) -> Tuple[OutT, Callable]:

@@ -205,6 +205,7 @@ class FlatNER(TrainablePipe):
         self.char_vocab = char_vocab
         self.cfg["n_chars"] = len(char_vocab)
         self.cfg["vector_width"] = self.lexicon.vector_width
+        self.cfg["feature_width"] = _feature_width(self.model, nlp)
         self._configure()
         import torch
 
@@ -215,6 +216,7 @@ class FlatNER(TrainablePipe):
         assert self.lexicon is not None and self.char_vocab is not None
         self._tag_set = TagSet(self.labels)
         torch_module(self.model).configure(
+            feature_width=self.cfg.get("feature_width", 0),
             n_chars=self.cfg["n_chars"],
             vector_width=self.cfg["vector_width"],
             n_tags=len(self._tag_set),
@@ -227,6 +229,8 @@ class FlatNER(TrainablePipe):
     # -- windows ----------------------------------------------------------
 
     def _windows(self, doc: Doc, protected: Sequence[Tuple[int, int]] = ()) -> List[Window]:
+        if self.model.attrs.get("whole_docs"):  # transformer features exist for whole docs only
+            return [Window(0, len(doc.text), 0, len(doc.text))]
         return plan_windows(doc.text, self.cfg["window_size"], self.cfg["window_overlap"], protected)
 
     def _segments(self, docs: Sequence[Doc]) -> Tuple[List[Doc], List[List[Window]]]:
@@ -424,6 +428,26 @@ class FlatNER(TrainablePipe):
             raise
         except Exception as err:
             raise PipelineFileError(f"The saved '{self.name}' model weights could not be loaded: {err}") from err
+
+
+def _feature_width(model: Model, nlp: Optional[Language]) -> int:
+    """Width of the transformer features of a FLAT+BERT model; 0 for plain FLAT."""
+    if not model.has_ref("tok2vec"):
+        return 0
+    tok2vec = model.get_ref("tok2vec")
+    width = tok2vec.maybe_get_dim("nO")
+    if width is None and nlp is not None:
+        # A transformer listener learns its width from its upstream component.
+        for _, component in nlp.pipeline:
+            upstream = getattr(component, "model", None)
+            if hasattr(component, "listener_map") and upstream is not None and upstream.has_dim("nO"):
+                width = upstream.get_dim("nO")
+    if not width:
+        raise ValueError(
+            "flat_ner cannot tell the width of its transformer features: initialize the "
+            "transformer component first or set the listener's width"
+        )
+    return int(width)
 
 
 def _text_doc(vocab: Vocab, text: str) -> Doc:

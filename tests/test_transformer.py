@@ -1,0 +1,106 @@
+"""FLAT+BERT: character features from a shared transformer (tiny ALBERT from ../shared)."""
+
+import pytest
+import spacy
+
+from .conftest import SHARED, needs_shared, small_lexicon, tiny_examples, tiny_records
+
+pytest.importorskip("spacy_transformers")
+TINY_BERT = SHARED / "vectors" / "albert-tiny-chinese"
+
+
+def build(use_char_embeddings: bool = True):
+    nlp = spacy.blank("zh")
+    nlp.add_pipe(
+        "transformer",
+        config={
+            "model": {
+                "@architectures": "spacy-transformers.TransformerModel.v3",
+                "name": str(TINY_BERT),
+                "tokenizer_config": {"use_fast": True},
+                "get_spans": {"@span_getters": "spacy-transformers.strided_spans.v1", "window": 64, "stride": 48},
+            }
+        },
+    )
+    nlp.add_pipe(
+        "flat_ner",
+        config={
+            "model": {
+                "@architectures": "spacy-flat.FlatTransformerTagger.v1",
+                "use_char_embeddings": use_char_embeddings,
+                "width": 32,
+                "n_heads": 4,
+                "ffn_width": 64,
+                "word_width": 16,
+                "word_rows": 500,
+                "embed_dropout": 0.0,
+                "dropout": 0.0,
+                "output_dropout": 0.0,
+                "tok2vec": {
+                    "@architectures": "spacy-transformers.TransformerListener.v1",
+                    "grad_factor": 1.0,
+                    "pooling": {"@layers": "reduce_mean.v1"},
+                    "upstream": "*",
+                },
+            }
+        },
+    )
+    return nlp
+
+
+def ents(doc):
+    return [(e.start_char, e.end_char, e.label_) for e in doc.ents]
+
+
+@pytest.fixture(scope="module")
+def trained_trf(tmp_path_factory):
+    if not TINY_BERT.exists():
+        pytest.skip(f"{TINY_BERT} is absent")
+    nlp = build()
+    examples = tiny_examples(nlp)
+    nlp.initialize(lambda: examples)
+    nlp.get_pipe("flat_ner").initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    optimizer = nlp.create_optimizer()
+    trf_before = nlp.get_pipe("transformer").model.to_bytes()
+    for _ in range(60):
+        nlp.update(examples, sgd=optimizer)
+    nlp.trf_changed = nlp.get_pipe("transformer").model.to_bytes() != trf_before  # type: ignore[attr-defined]
+    return nlp
+
+
+@needs_shared
+def test_trains_jointly_and_predicts(trained_trf):
+    assert trained_trf.trf_changed  # the transformer is fine-tuned, not frozen
+    assert trained_trf.get_pipe("flat_ner").cfg["feature_width"] == 312
+    hits = sum(
+        ents(trained_trf(r["text"])) == ents(eg.reference) for r, eg in zip(tiny_records(), tiny_examples(trained_trf))
+    )
+    assert hits >= 8
+
+
+@needs_shared
+def test_every_character_gets_a_vector_latin_digits_unknown(trained_trf):
+    for text in ["Hello张伟2024年在北京😀", "  ", "ＡＢＣ工作", "𠀀张伟"]:
+        doc = trained_trf(text)
+        assert doc.text == text
+        assert all(0 <= e.start_char < e.end_char <= len(text) for e in doc.ents)
+
+
+@needs_shared
+def test_save_and_load_give_identical_predictions(trained_trf, tmp_path):
+    trained_trf.to_disk(tmp_path / "trf")
+    loaded = spacy.load(tmp_path / "trf")
+    texts = [r["text"] for r in tiny_records()] + ["王芳和李娜在上海的复旦大学见面。"]
+    assert [ents(d) for d in loaded.pipe(texts)] == [ents(d) for d in trained_trf.pipe(texts)]
+    assert not any(
+        p.name.endswith((".bin", ".safetensors")) for p in (tmp_path / "trf").rglob("*") if "pytorch_model" in p.name
+    )
+
+
+@needs_shared
+def test_transformer_features_alone(tmp_path):
+    nlp = build(use_char_embeddings=False)
+    examples = tiny_examples(nlp)
+    nlp.initialize(lambda: examples)
+    nlp.update(examples)
+    assert nlp("张伟在北京。").text == "张伟在北京。"
