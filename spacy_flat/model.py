@@ -342,8 +342,11 @@ def _padded(lengths: Sequence[int], device: torch.device) -> torch.Tensor:
     return torch.arange(width, device=device)[None, :] < torch.as_tensor(list(lengths), device=device)[:, None]
 
 
-def crf_loss(model: Model, scores: OutT, gold: Sequence[Sequence[int]]) -> Tuple[float, OutT]:
-    """CRF negative log-likelihood, averaged over rows, and its gradient.
+def crf_loss(
+    model: Model, scores: OutT, gold: Sequence[Sequence[int]], n_rows: Optional[int] = None
+) -> Tuple[float, OutT]:
+    """CRF negative log-likelihood, averaged over `n_rows` rows (default: this
+    batch's), and its gradient.
 
     The CRF's own parameter gradients accumulate in the torch module and are
     applied by the next `finish_update`.
@@ -356,7 +359,7 @@ def crf_loss(model: Model, scores: OutT, gold: Sequence[Sequence[int]]) -> Tuple
     tags = torch.zeros(mask.shape, dtype=torch.long)
     for b, row in enumerate(gold):
         tags[b, : len(row)] = torch.as_tensor(row, dtype=torch.long)
-    loss = module.loss(emissions, tags.to(device), mask) / max(1, len(gold))
+    loss = module.loss(emissions, tags.to(device), mask) / max(1, n_rows or len(gold))
     loss.backward()
     assert emissions.grad is not None
     return float(loss.item()), cast(OutT, torch2xp(emissions.grad))

@@ -55,6 +55,10 @@ mixed_precision = false
 """
 
 ALIGNMENT_MODES = ("strict", "contract", "expand")
+# Most docs encoded together, and the attention budget of one batch in rows x
+# characters^2: ten 300-character texts, a training step of about 1 GB.
+MAX_BATCH = 64
+PAIR_BUDGET = 10 * 300 * 300
 
 
 @Language.factory(
@@ -263,7 +267,7 @@ class FlatNER(TrainablePipe):
             # Length-sorted sub-batches keep padding small.
             order = sorted(range(len(segments)), key=lambda i: len(segments[i].text))
             found: Dict[int, List[CharSpan]] = {}
-            for chunk in _chunks(order, _batch_size(segments)):
+            for chunk in self._sub_batches(segments, order):
                 batch = [segments[i] for i in chunk]
                 scores = self.model.predict(batch)
                 for i, ids in zip(chunk, crf_decode(self.model, scores, [len(d.text) for d in batch])):
@@ -328,13 +332,33 @@ class FlatNER(TrainablePipe):
         if not segments:
             return losses
         set_dropout_rate(self.model, drop)
-        scores, backprop = self.model.begin_update(segments)
-        loss, d_scores = crf_loss(self.model, scores, gold)
-        backprop(d_scores)
+        # Sub-batches bound memory; their gradients add up before the optimizer step.
+        order = sorted(range(len(segments)), key=lambda i: len(segments[i].text))
+        for chunk in self._sub_batches(segments, order):
+            scores, backprop = self.model.begin_update([segments[i] for i in chunk])
+            loss, d_scores = crf_loss(self.model, scores, [gold[i] for i in chunk], n_rows=len(segments))
+            backprop(d_scores)
+            losses[self.name] += loss
         if sgd is not None:
             self.finish_update(sgd)
-        losses[self.name] += loss
         return losses
+
+    def _sub_batches(self, segments: Sequence[Doc], order: Sequence[int]) -> Iterator[List[int]]:
+        """Split length-sorted segments into batches whose attention cost (rows x
+        characters^2) stays under PAIR_BUDGET, at most MAX_BATCH docs each. A
+        transformer model needs its docs together, as its listener saw them."""
+        if self.model.attrs.get("whole_docs"):
+            yield list(order)
+            return
+        batch: List[int] = []
+        for i in order:
+            longest = len(segments[i].text)  # sorted: the newest is the longest
+            if batch and ((len(batch) + 1) * longest * longest > PAIR_BUDGET or len(batch) >= MAX_BATCH):
+                yield batch
+                batch = []
+            batch.append(i)
+        if batch:
+            yield batch
 
     def _training_segments(self, examples: Sequence[Example]) -> Tuple[List[Doc], List[List[int]]]:
         """Docs to encode with their gold tag ids. Long docs are cut at points
@@ -453,12 +477,3 @@ def _feature_width(model: Model, nlp: Optional[Language]) -> int:
 def _text_doc(vocab: Vocab, text: str) -> Doc:
     """A one-token doc holding `text`: the model reads `doc.text` alone."""
     return Doc(vocab, words=[text], spaces=[False])
-
-
-def _batch_size(segments: Sequence[Doc]) -> int:
-    return 64
-
-
-def _chunks(items: Sequence[int], size: int) -> Iterator[List[int]]:
-    for i in range(0, len(items), size):
-        yield list(items[i : i + size])
