@@ -111,6 +111,7 @@ def build_flat_tagger(
 def build_flat_transformer_tagger(
     tok2vec: Model[List[Doc], List[Floats2d]],
     use_char_embeddings: bool = True,
+    learn_rate_scale: float = 5.0,
     width: int = 160,
     n_heads: int = 8,
     ffn_width: int = 480,
@@ -140,6 +141,8 @@ def build_flat_transformer_tagger(
         Each character takes the vector of the token it belongs to (one character
         per token in `spacy.blank("zh")`); whitespace between tokens gets zeros.
     use_char_embeddings (bool): Also use the character embeddings (concatenated).
+    learn_rate_scale (float): FLAT's learning rate as a multiple of the optimizer's,
+        which the transformer fine-tunes at (the paper uses a lower rate for BERT).
     Other settings: as `spacy-flat.FlatTagger.v1`.
     """
     module = FlatTagger(
@@ -163,7 +166,7 @@ def build_flat_transformer_tagger(
         use_char_embeddings=use_char_embeddings,
     )
     features, tagger = _features_and_tagger(
-        module, word_rows, bigram_rows, max_words, mixed_precision, grad_scaler_config
+        module, word_rows, bigram_rows, max_words, mixed_precision, grad_scaler_config, learn_rate_scale
     )
     model: Model[InT, OutT] = Model(
         "flat_transformer",
@@ -184,6 +187,7 @@ def _features_and_tagger(
     max_words: int,
     mixed_precision: bool,
     grad_scaler_config: Optional[Dict[str, Any]],
+    learn_rate_scale: float = 1.0,
 ) -> Tuple[Model[InT, FlatBatch], Model[FlatBatch, OutT]]:
     features: Model[InT, FlatBatch] = Model(
         "flat_features",
@@ -204,6 +208,7 @@ def _features_and_tagger(
         device=None,
         serialize_model=_serialize,
         deserialize_model=_deserialize,
+        lr_scale=learn_rate_scale,
     )
     tagger: Model[FlatBatch, OutT] = Model(
         "pytorch",

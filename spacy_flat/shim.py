@@ -8,13 +8,21 @@ the updated values into the existing parameter keeps memory flat and leaves
 every tensor the optimizer or autograd holds valid.
 """
 
-from typing import cast
+from typing import Any, cast
 
 from thinc.api import Optimizer, PyTorchShim, torch2xp, xp2torch
 from thinc.types import FloatsXd
 
 
 class InPlacePyTorchShim(PyTorchShim):
+    """lr_scale (float): This module's learning rate as a multiple of the
+    optimizer's, so FLAT can train faster than a transformer it shares the
+    optimizer with (thinc's Optimizer takes a per-call `lr_scale`)."""
+
+    def __init__(self, *args: Any, lr_scale: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lr_scale = lr_scale
+
     def finish_update(self, optimizer: Optimizer) -> None:
         import torch
 
@@ -26,6 +34,7 @@ class InPlacePyTorchShim(PyTorchShim):
                     (self.id, name),
                     cast(FloatsXd, torch2xp(param.data)),
                     cast(FloatsXd, torch2xp(param.grad)),
+                    lr_scale=self.lr_scale,
                 )
                 with torch.no_grad():
                     param.copy_(xp2torch(weights, device=param.device))

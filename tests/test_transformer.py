@@ -104,3 +104,14 @@ def test_transformer_features_alone(tmp_path):
     nlp.initialize(lambda: examples)
     nlp.update(examples)
     assert nlp("张伟在北京。").text == "张伟在北京。"
+
+
+def test_flat_learns_at_its_own_rate():
+    pytest.importorskip("spacy_transformers")
+    from spacy_transformers.architectures import transformer_listener_tok2vec_v1
+
+    from spacy_flat.model import build_flat_transformer_tagger
+
+    listener = transformer_listener_tok2vec_v1(pooling=spacy.registry.layers.get("reduce_mean.v1")(), grad_factor=1.0)
+    model = build_flat_transformer_tagger(listener, learn_rate_scale=5.0)
+    assert model.get_ref("tagger").shims[0].lr_scale == 5.0

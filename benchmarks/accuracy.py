@@ -1,0 +1,121 @@
+"""Test F1 of flat_ner against the paper and against spaCy's own `ner`, trained on the same data.
+
+Both pipelines train with `spacy train` on DocBins converted from ../shared/data,
+select on dev, and are scored once on test (exact character spans). Seeds vary the
+initialization; mean and spread are reported.
+
+    python benchmarks/accuracy.py resume --seeds 0 1 2 [--epochs 30] [--ablation msm|mld|head]
+    python benchmarks/accuracy.py weibo --peer            # also train spaCy's ner
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from spacy.cli.init_config import init_config
+from spacy.cli.train import train
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import ROOT, corpus, machine
+
+from spacy_flat.evaluate import evaluate
+
+PAPER = {  # test F1, Table 2 of Li et al. 2020 and its baselines
+    "resume": {"FLAT (YJ)": 95.45, "FLAT (LS)": 94.93, "Lattice LSTM": 94.46, "TENER": 95.00},
+    "weibo": {"FLAT (YJ)": 60.32, "FLAT (LS)": 63.42, "Lattice LSTM": 58.79, "TENER": 58.39},
+    "msra": {"FLAT (YJ)": 94.12, "FLAT (LS)": 94.35, "Lattice LSTM": 93.18, "TENER": 92.74},
+}
+ABLATIONS = {
+    "msm": {"components.flat_ner.model.mask_self_matched": True},
+    "mld": {"components.flat_ner.model.max_distance": 10},
+    "head": {"components.flat_ner.model.head_only": True},
+}
+
+
+def splits(name: str) -> Dict[str, Path]:
+    if name == "msra":
+        from spacy_flat.convert import convert_dataset
+
+        out = ROOT / "corpus" / "bench" / "msra"
+        if not (out / "train.spacy").exists():
+            with open("/dev/null", "w") as sink:
+                convert_dataset("msra", ROOT.parent / "shared/data/msra", out, log=sink)
+        return {s: out / f"{s}.spacy" for s in ("train", "dev", "test")}
+    return {s: corpus(name, s) for s in ("train", "dev", "test")}
+
+
+def run(config: Path, data: Dict[str, Path], seed: int, epochs: int, extra: Optional[dict], out: Path) -> dict:
+    overrides = {
+        "paths.train": str(data["train"]),
+        "paths.dev": str(data["dev"]),
+        "system.seed": seed,
+        "training.max_epochs": epochs,
+        **(extra or {}),
+    }
+    start = time.perf_counter()
+    train(config, out, overrides=overrides)
+    seconds = time.perf_counter() - start
+    dev = json.loads((out / "model-best" / "meta.json").read_text())["performance"]["ents_f"]
+    scores = evaluate(str(out / "model-best"), data["test"], out / "metrics")
+    return {
+        "dev_f": 100 * dev,
+        "test_f": 100 * scores["ents_f"],
+        "train_s": seconds,
+        "test_chars_per_s": scores["speed"]["chars_per_second"],
+    }
+
+
+def peer_config(path: Path, epochs: int) -> Path:
+    config = init_config(lang="zh", pipeline=["ner"], optimize="accuracy", gpu=False)
+    config["training"]["max_epochs"] = epochs
+    config.to_disk(path)
+    return path
+
+
+def summary(label: str, results: List[dict]) -> str:
+    tests = [r["test_f"] for r in results]
+    spread = statistics.stdev(tests) if len(tests) > 1 else 0.0
+    dev = statistics.mean(r["dev_f"] for r in results)
+    secs = statistics.median(r["train_s"] for r in results)
+    return f"| {label} | {statistics.mean(tests):.2f} ± {spread:.2f} | {dev:.2f} | {len(results)} | {secs:.0f} |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("dataset", choices=sorted(PAPER))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--ablation", choices=sorted(ABLATIONS), default=None)
+    parser.add_argument("--peer", action="store_true", help="also train spaCy's ner on the same data")
+    args = parser.parse_args()
+    data = splits(args.dataset)
+    config = ROOT / "configs" / f"{args.dataset}.cfg"
+    if not config.exists():
+        config = ROOT / "configs" / "resume.cfg"
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        label = f"flat_ner, jieba lexicon + LAC chars{f' ({args.ablation})' if args.ablation else ''}"
+        ours = [
+            run(config, data, s, args.epochs, ABLATIONS.get(args.ablation or ""), Path(tmp) / f"flat{s}")
+            for s in args.seeds
+        ]
+        rows.append(summary(label, ours))
+        if args.peer:
+            cfg = peer_config(Path(tmp) / "peer.cfg", args.epochs)
+            peer = [run(cfg, data, s, args.epochs, None, Path(tmp) / f"peer{s}") for s in args.seeds]
+            rows.append(summary("spaCy ner (--optimize accuracy, no vectors)", peer))
+    print(f"Machine: {machine()}\n\nDataset: {args.dataset}, {args.epochs} epochs max, seeds {args.seeds}\n")
+    print("| model | test F1 (mean ± sd) | dev F1 | runs | train s (median) |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+    for name, f1 in PAPER[args.dataset].items():
+        print(f"| {name} (paper) | {f1:.2f} | | | |")
+
+
+if __name__ == "__main__":
+    main()
