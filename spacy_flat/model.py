@@ -271,6 +271,11 @@ def set_resources(model: Model, lexicon: Lexicon, char_vocab: CharVocab) -> None
     features.attrs["char_vocab"] = char_vocab
 
 
+def set_char_vectors(model: Model, table: numpy.ndarray) -> None:
+    """Initialize the character embeddings from a (rows, char_width) table."""
+    torch_module(model).set_char_vectors(torch.from_numpy(numpy.ascontiguousarray(table, dtype="float32")))
+
+
 def _featurize_forward(model: Model[InT, FlatBatch], docs: InT, is_train: bool) -> Tuple[FlatBatch, Callable]:
     lexicon, char_vocab = model.attrs["lexicon"], model.attrs["char_vocab"]
     if lexicon is None or char_vocab is None:

@@ -5,7 +5,6 @@ It works in character offsets throughout (lattice, gold, output), so it runs in
 """
 
 import logging
-from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -23,8 +22,8 @@ from thinc.types import Floats3d
 from .char_vocab import CharVocab
 from .errors import PipelineFileError
 from .lexicon import Lexicon
-from .loaders import jieba_dir, read_lac_char_table, read_word_list
-from .model import crf_decode, crf_loss, set_resources, torch_module
+from .loaders import create_jieba_lexicon, create_lac_char_vectors
+from .model import crf_decode, crf_loss, set_char_vectors, set_resources, torch_module
 from .tags import CharSpan, TagSet
 from .windows import Window, merge_window_spans, plan_windows
 
@@ -192,14 +191,14 @@ class FlatNER(TrainablePipe):
         validate_get_examples(get_examples, "FlatNER.initialize")
         if labels is None:
             found = set(self.labels)
-            for eg in islice(get_examples(), None):
+            for eg in get_examples():
                 found.update(ent.label_ for ent in eg.reference.ents)
             labels = sorted(found)
         if not labels:
             raise ValueError("flat_ner found no entity labels: the training data has no entities")
         self.cfg["labels"] = sorted(set(labels))
-        self.lexicon = lexicon() if lexicon is not None else Lexicon(read_word_list(jieba_dir() / "dict.txt")[0])
-        char_vocab, table = char_vectors() if char_vectors is not None else read_lac_char_table()
+        self.lexicon = (lexicon or create_jieba_lexicon())()
+        char_vocab, table = (char_vectors or create_lac_char_vectors())()
         module = torch_module(self.model)
         if table.shape[1] != module.char_width:
             raise ValueError(
@@ -211,9 +210,7 @@ class FlatNER(TrainablePipe):
         self.cfg["vector_width"] = self.lexicon.vector_width
         self.cfg["feature_width"] = _feature_width(self.model, nlp)
         self._configure()
-        import torch
-
-        module.set_char_vectors(torch.from_numpy(table))
+        set_char_vectors(self.model, table)
 
     def _configure(self) -> None:
         """Rebuild the shapes that depend on data, before weights are set or loaded."""
