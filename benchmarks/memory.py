@@ -116,10 +116,10 @@ def main() -> None:
         print(rows[-1], flush=True)
     print(f"\nMachine: {machine()}\n")
     print(
-        "| chars | lattice words/text | train step MB (ours) | train MB (literal eq. 11) | literal/ours |"
-        " inference MB (ours) | inference MB (literal) | literal/ours |"
+        "| chars | lattice words/text | train MB, whole texts | train MB, 512-char windows | train MB, literal eq. 11 |"
+        " literal/ours | inference MB, whole texts | inference MB, windows | inference MB, literal | literal/ours |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 
