@@ -3,6 +3,7 @@
 import html
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
@@ -92,7 +93,10 @@ def markdown_table(scores: Dict[str, Any]) -> str:
 
 
 def _render(doc: Doc) -> str:
-    return displacy.render(doc, style="ent", page=False, jupyter=False)
+    with warnings.catch_warnings():
+        # W006: a sentence with no entities is worth showing too.
+        warnings.filterwarnings("ignore", message=r"\[W006\]")
+        return displacy.render(doc, style="ent", page=False, jupyter=False)
 
 
 def samples_html(examples: List[Example], n_samples: int) -> str:
