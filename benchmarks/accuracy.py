@@ -17,11 +17,10 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from spacy.cli.init_config import init_config
 from spacy.cli.train import train
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ROOT, corpus, machine
+from common import ROOT, corpus, machine, spacy_ner_config
 
 from spacy_flat.evaluate import evaluate
 
@@ -71,9 +70,7 @@ def run(config: Path, data: Dict[str, Path], seed: int, epochs: int, extra: Opti
 
 
 def peer_config(path: Path, epochs: int) -> Path:
-    config = init_config(lang="zh", pipeline=["ner"], optimize="accuracy", gpu=False)
-    config["training"]["max_epochs"] = epochs
-    config.to_disk(path)
+    spacy_ner_config(epochs).to_disk(path)
     return path
 
 

@@ -5,12 +5,13 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable, List, Optional
 
 import spacy
 from spacy.language import Language
 from spacy.tokens import DocBin
 from spacy.training import Example
+from thinc.api import Config
 
 from spacy_flat.convert import convert
 
@@ -44,6 +45,21 @@ def texts(name: str, split: str) -> List[str]:
 def examples(nlp: Language, name: str, split: str) -> List[Example]:
     docs = DocBin().from_disk(corpus(name, split)).get_docs(nlp.vocab)
     return [Example(nlp.make_doc(d.text), d) for d in docs]
+
+
+def spacy_ner_config(max_epochs: Optional[int] = None) -> Config:
+    """The peer: `spacy init config --lang zh --pipeline ner --optimize accuracy`, no static vectors."""
+    from spacy.cli.init_config import init_config
+
+    config = init_config(lang="zh", pipeline=["ner"], optimize="accuracy", gpu=False)
+    config["paths"]["vectors"] = None
+    config["initialize"]["vectors"] = None
+    embed = config["components"]["tok2vec"]["model"]["embed"]
+    if "include_static_vectors" in embed:
+        embed["include_static_vectors"] = False
+    if max_epochs is not None:
+        config["training"]["max_epochs"] = max_epochs
+    return config
 
 
 def median_time(fn: Callable[[], object], repeats: int = 5) -> float:

@@ -14,18 +14,16 @@ from pathlib import Path
 from typing import Dict, List
 
 import spacy
-from spacy.cli.init_config import init_config
 from spacy.language import Language
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ROOT, examples, machine, median_time, texts
+from common import ROOT, examples, machine, median_time, spacy_ner_config, texts
 
 from spacy_flat import model as flat_model
 
 
 def spacy_ner(train_name: str) -> Language:
-    config = init_config(lang="zh", pipeline=["ner"], optimize="accuracy", gpu=False)
-    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    nlp = spacy.util.load_model_from_config(spacy_ner_config(), auto_fill=True)
     egs = examples(nlp, train_name, "train")
     nlp.initialize(lambda: egs[:500])
     return nlp
