@@ -30,7 +30,7 @@ def spacy_ner(train_name: str) -> Language:
 
 
 def flat(model: str, train_name: str) -> Language:
-    if Path(model).exists():
+    if model and Path(model).exists():
         return spacy.load(model)
     nlp = spacy.blank("zh")
     nlp.add_pipe("flat_ner")
