@@ -2,6 +2,7 @@
 
 from typing import List, Sequence, Tuple
 
+import numpy
 import torch
 from torch import nn
 from torchcrf import CRF
@@ -72,6 +73,36 @@ class ConstrainedCRF(CRF):
         return -self(emissions.float(), tags, mask=mask, reduction="sum")
 
     def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
-        """Best valid tag sequence per row."""
+        """Best valid tag sequence per row: pytorch-crf's Viterbi recursion, run in
+        NumPy. pytorch-crf issues several small torch ops per time step, whose
+        dispatch and thread-pool overhead dominated inference on long texts (42 s
+        of 100 s for a 40,000-character document on a loaded 2-core machine);
+        the same recursion in NumPy costs microseconds a step.
+
+        emissions (torch.Tensor): (batch, length, n_tags) scores.
+        mask (torch.Tensor): (batch, length) bool, each row a prefix of True.
+        RETURNS (List[List[int]]): Tag ids per row, of the row's length.
+        """
         with torch.no_grad():
-            return super().decode(emissions.float(), mask=mask)
+            scores = emissions.float().cpu().numpy()
+            lengths = mask.sum(1).cpu().numpy()
+            trans = self.transitions.float().cpu().numpy()
+            start = self.start_transitions.float().cpu().numpy()
+            end = self.end_transitions.float().cpu().numpy()
+        batch, length, _ = scores.shape
+        best = start[None, :] + scores[:, 0]  # (batch, n_tags)
+        history = numpy.zeros((max(0, length - 1), batch, self.num_tags), dtype="int32")
+        for t in range(1, length):
+            candidates = best[:, :, None] + trans[None] + scores[:, t, None, :]  # (batch, prev, next)
+            history[t - 1] = candidates.argmax(1)
+            step = numpy.take_along_axis(candidates, history[t - 1][:, None, :], 1)[:, 0]
+            best = numpy.where((t < lengths)[:, None], step, best)
+        last = (best + end[None, :]).argmax(1)
+        paths = []
+        for b in range(batch):
+            tags = [int(last[b])]
+            for t in range(int(lengths[b]) - 1, 0, -1):
+                tags.append(int(history[t - 1, b, tags[-1]]))
+            tags.reverse()
+            paths.append(tags)
+        return paths

@@ -229,10 +229,10 @@ class FlatNER(TrainablePipe):
 
     # -- windows ----------------------------------------------------------
 
-    def _windows(self, doc: Doc, protected: Sequence[Tuple[int, int]] = ()) -> List[Window]:
+    def _windows(self, text: str, protected: Sequence[Tuple[int, int]] = ()) -> List[Window]:
         if self.model.attrs.get("whole_docs"):  # transformer features exist for whole docs only
-            return [Window(0, len(doc.text), 0, len(doc.text))]
-        return plan_windows(doc.text, self.cfg["window_size"], self.cfg["window_overlap"], protected)
+            return [Window(0, len(text), 0, len(text))]
+        return plan_windows(text, self.cfg["window_size"], self.cfg["window_overlap"], protected)
 
     def _segments(self, docs: Sequence[Doc]) -> Tuple[List[Doc], List[List[Window]]]:
         """Docs to encode: each short doc itself, each window of a long doc as a
@@ -240,12 +240,14 @@ class FlatNER(TrainablePipe):
         segments: List[Doc] = []
         plans: List[List[Window]] = []
         for doc in docs:
-            plan = self._windows(doc) if doc.text else []
+            # doc.text is rebuilt from every token on each access: read it once.
+            text = doc.text
+            plan = self._windows(text) if text else []
             plans.append(plan)
             if len(plan) == 1:
                 segments.append(doc)
             else:
-                segments.extend(_text_doc(doc.vocab, doc.text[w.start : w.end]) for w in plan)
+                segments.extend(_text_doc(doc.vocab, text[w.start : w.end]) for w in plan)
         return segments, plans
 
     # -- prediction -------------------------------------------------------
@@ -261,13 +263,11 @@ class FlatNER(TrainablePipe):
         segments, plans = self._segments(docs)
         spans_per_segment: List[List[CharSpan]] = []
         if segments:
-            # Length-sorted sub-batches keep padding small.
-            order = sorted(range(len(segments)), key=lambda i: len(segments[i].text))
+            lengths = [len(segment.text) for segment in segments]
             found: Dict[int, List[CharSpan]] = {}
-            for chunk in self._sub_batches(segments, order):
-                batch = [segments[i] for i in chunk]
-                scores = self.model.predict(batch)
-                for i, ids in zip(chunk, crf_decode(self.model, scores, [len(d.text) for d in batch])):
+            for chunk in self._sub_batches(lengths):
+                scores = self.model.predict([segments[i] for i in chunk])
+                for i, ids in zip(chunk, crf_decode(self.model, scores, [lengths[i] for i in chunk])):
                     found[i] = self._tag_set.decode(ids)
             spans_per_segment = [found[i] for i in range(len(segments))]
         out: List[List[CharSpan]] = []
@@ -275,10 +275,9 @@ class FlatNER(TrainablePipe):
         for plan in plans:
             if len(plan) <= 1:
                 out.append(spans_per_segment[pos] if plan else [])
-                pos += len(plan)
             else:
                 out.append(merge_window_spans(plan, spans_per_segment[pos : pos + len(plan)]))
-                pos += len(plan)
+            pos += len(plan)
         return out
 
     def set_annotations(self, docs: Iterable[Doc], spans: List[List[CharSpan]]) -> None:
@@ -330,8 +329,7 @@ class FlatNER(TrainablePipe):
             return losses
         set_dropout_rate(self.model, drop)
         # Sub-batches bound memory; their gradients add up before the optimizer step.
-        order = sorted(range(len(segments)), key=lambda i: len(segments[i].text))
-        for chunk in self._sub_batches(segments, order):
+        for chunk in self._sub_batches([len(segment.text) for segment in segments]):
             scores, backprop = self.model.begin_update([segments[i] for i in chunk])
             loss, d_scores = crf_loss(self.model, scores, [gold[i] for i in chunk], n_rows=len(segments))
             backprop(d_scores)
@@ -340,16 +338,18 @@ class FlatNER(TrainablePipe):
             self.finish_update(sgd)
         return losses
 
-    def _sub_batches(self, segments: Sequence[Doc], order: Sequence[int]) -> Iterator[List[int]]:
-        """Split length-sorted segments into batches whose attention cost (rows x
-        characters^2) stays under PAIR_BUDGET, at most MAX_BATCH docs each. A
-        transformer model needs its docs together, as its listener saw them."""
+    def _sub_batches(self, lengths: Sequence[int]) -> Iterator[List[int]]:
+        """Group segment indices, sorted by length to keep padding small, into
+        batches whose attention cost (rows x characters^2) stays under PAIR_BUDGET,
+        at most MAX_BATCH docs each. A transformer model needs its docs together,
+        as its listener saw them."""
+        order = sorted(range(len(lengths)), key=lengths.__getitem__)
         if self.model.attrs.get("whole_docs"):
             yield list(order)
             return
         batch: List[int] = []
         for i in order:
-            longest = len(segments[i].text)  # sorted: the newest is the longest
+            longest = lengths[i]  # sorted: the newest is the longest
             if batch and ((len(batch) + 1) * longest * longest > PAIR_BUDGET or len(batch) >= MAX_BATCH):
                 yield batch
                 batch = []
@@ -364,18 +364,19 @@ class FlatNER(TrainablePipe):
         gold: List[List[int]] = []
         for eg in examples:
             doc = eg.predicted
-            if not doc.text:
+            full = doc.text  # rebuilt from every token on each access: read it once
+            if not full:
                 continue
             spans = [
                 (e.start_char, e.end_char, e.label_) for e in eg.reference.ents if e.label_ in self._tag_set.labels
             ]
-            for window in self._windows(doc, [(s, e) for s, e, _ in spans]):
+            for window in self._windows(full, [(s, e) for s, e, _ in spans]):
                 a, b = window.own_start, window.own_end
-                text = doc.text[a:b]
+                text = full[a:b]
                 if not text:
                     continue
                 inside = [(s - a, e - a, lab) for s, e, lab in spans if a <= s and e <= b]
-                segments.append(doc if (a, b) == (0, len(doc.text)) else _text_doc(doc.vocab, text))
+                segments.append(doc if (a, b) == (0, len(full)) else _text_doc(doc.vocab, text))
                 gold.append(self._tag_set.encode(inside, len(text)))
         return segments, gold
 

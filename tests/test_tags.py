@@ -1,6 +1,7 @@
 """BILUO tags over characters and the constrained CRF: decoded sequences are always valid."""
 
 import torch
+import torchcrf
 
 from spacy_flat.crf import ConstrainedCRF
 from spacy_flat.tags import TagSet
@@ -47,3 +48,17 @@ def test_forbidden_transitions_cannot_be_learned():
         crf.raw_transitions.fill_(100.0)
     o, b = tags.index["O"], tags.index["B-A"]
     assert crf.transitions[b, o] < -1000 and crf.transitions[o, b] == 100.0
+
+
+def test_numpy_viterbi_equals_pytorch_crf_decode():
+    tags = TagSet(["A", "B"])
+    crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends())
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        crf.raw_transitions.normal_(generator=gen)
+    for trial in range(10):
+        emissions = torch.randn(6, 12, len(tags), generator=gen) * 3
+        lengths = torch.randint(1, 13, (6,), generator=gen)
+        mask = torch.arange(12)[None] < lengths[:, None]
+        expected = torchcrf.CRF.decode(crf, emissions, mask=mask)
+        assert crf.viterbi(emissions, mask) == expected, trial
