@@ -62,6 +62,25 @@ def spacy_ner_config(max_epochs: Optional[int] = None) -> Config:
     return config
 
 
+def reset_peak_rss() -> float:
+    """Reset this process's peak resident memory (Linux: clear_refs 5) and
+    RETURNS (float): the current resident MB, the baseline for `peak_rss_mb`."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_mb("VmRSS")
+
+
+def peak_rss_mb() -> float:
+    """RETURNS (float): Peak resident MB since the last `reset_peak_rss`."""
+    return _status_mb("VmHWM")
+
+
+def _status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise OSError(f"/proc/self/status has no {field}")
+
+
 def median_time(fn: Callable[[], object], repeats: int = 5) -> float:
     times = []
     for _ in range(repeats):

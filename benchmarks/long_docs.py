@@ -3,13 +3,12 @@
 flat_ner cuts long docs into windows (default 512 characters, cut at sentence
 punctuation, 32 characters of shared context), so memory should stay flat and
 time grow linearly. Each length runs in a fresh process; peak RSS is measured over
-the loaded pipeline's baseline.
+the loaded pipeline's resident memory just before the call.
 
     python benchmarks/long_docs.py
 """
 
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ LENGTHS = [1_000, 5_000, 20_000, 50_000, 200_000]
 def measure(length: int) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     import spacy
-    from common import texts
+    from common import peak_rss_mb, reset_peak_rss, texts
     from spacy.training import Example
 
     source = "".join(texts("msra", "train_dev"))[:length]
@@ -30,11 +29,11 @@ def measure(length: int) -> dict:
     seed = [Example.from_dict(nlp.make_doc("张伟在北京。"), {"entities": [(0, 2, "PER"), (3, 5, "LOC")]})]
     nlp.initialize(lambda: seed)
     nlp("预热")  # builds the matcher; a small warm-up keeps the baseline below every measurement
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base = reset_peak_rss()
     start = time.perf_counter()
     doc = nlp(source)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     return {"chars": len(doc.text), "seconds": seconds, "peak_mb": peak - base, "ents": len(doc.ents)}
 
 

@@ -1,16 +1,16 @@
 """Peak memory of a FLAT training step (batch 10) and of inference, against text length.
 
-Each measurement runs in a fresh process and reports its peak RSS over a warmed-up
-baseline. The peer, run side by side, is the literal position term of eq. 11: R_ij
-gathered per pair and projected by W_kR per pair (O(n^2 d^2) work, an n x n x d
-tensor), which is what the original code does.
+Each measurement runs in a fresh process and reports its peak RSS over its resident
+memory just before the step (the kernel's peak is reset there). The peer, run side
+by side, is the literal position term of eq. 11: R_ij gathered per pair and
+projected by W_kR per pair (O(n^2 d^2) work, an n x n x d tensor), which is what
+the original code does.
 
     python benchmarks/memory.py              # prints a Markdown table
 """
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 from typing import Dict, List
@@ -44,7 +44,7 @@ def measure(length: int, mode: str, impl: str) -> Dict[str, float]:
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
     import spacy
-    from common import texts
+    from common import peak_rss_mb, reset_peak_rss, texts
 
     from spacy_flat.encoder import FlatAttention
 
@@ -62,14 +62,14 @@ def measure(length: int, mode: str, impl: str) -> Dict[str, float]:
     warm = [Example.from_dict(nlp.make_doc(t[:10]), {"entities": []}) for t in batch]
     nlp.update(warm, sgd=optimizer)
     list(nlp.pipe([t[:10] for t in batch]))
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    base = reset_peak_rss()
     n_words = sum(len(ner.lexicon.matches(t)) for t in batch)
     if mode == "train":
         egs = [Example.from_dict(nlp.make_doc(t), {"entities": []}) for t in batch]
         nlp.update(egs, sgd=optimizer)
     else:
         list(nlp.pipe(batch, batch_size=10))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     return {"peak_mb": peak - base, "words_per_text": n_words / len(batch)}
 
 
