@@ -10,10 +10,7 @@ from torch import nn
 
 from .crf import ConstrainedCRF
 from .position import PositionFusion, RelativePositions, relative_positions
-
-# Bound on the transient (batch x heads x rows x triples) position-score block, in
-# elements: long inputs are processed in row chunks under this size.
-POSITION_SCORE_BUDGET = 1 << 23
+from .position_scores import position_scores
 
 
 class FlatAttention(nn.Module):
@@ -22,7 +19,8 @@ class FlatAttention(nn.Module):
     A_ij = (q_i + u) . k_j + (q_i + v) . (R_ij W_kR)
 
     The position term is scored against the distinct triples only and then
-    gathered per pair, in row chunks, so no (n x n x d) tensor is ever built.
+    gathered per pair, in row chunks (`position_scores`), so no (n x n x d)
+    tensor is ever built.
     """
 
     def __init__(self, width: int, n_heads: int, *, dropout: float = 0.0, scaled: bool = True) -> None:
@@ -52,47 +50,13 @@ class FlatAttention(nn.Module):
         # The scale is folded into the queries, and the sum and mask are done in
         # place on fresh tensors: each saves an attention-sized copy.
         scores = torch.matmul((q + self.u[None, :, None, :]) * self.scale, k.transpose(-1, -2))
-        scores += self._position_scores((q + self.v[None, :, None, :]) * self.scale, rk, pos)
+        scores += position_scores((q + self.v[None, :, None, :]) * self.scale, rk, pos)
         scores.masked_fill_(~attend[:, None], torch.finfo(scores.dtype).min)
         probs = torch.softmax(scores, dim=-1)
         if self.dropout.p > 0:
             probs = self.dropout(probs)
         out = torch.matmul(probs, val).transpose(1, 2).reshape(batch, n, width)
         return self.w_o(out)
-
-    def _position_scores(self, qv: torch.Tensor, rk: torch.Tensor, pos: RelativePositions) -> torch.Tensor:
-        """(q_i + v) . RK[index(i, j)] for every pair, as (B, H, n, n).
-
-        A query of span length a only meets triples with l_i = a, a contiguous
-        block of the table, so rows are grouped by length and each group is
-        scored against its own block (characters, the bulk, need l_i = 0 only),
-        in row chunks bounded by POSITION_SCORE_BUDGET.
-        """
-        batch, heads, n, hw = qv.shape
-        flat_q = qv.permute(2, 0, 1, 3).reshape(n * batch, heads, hw)
-        flat_index = pos.index.transpose(0, 1).reshape(n * batch, n)
-        n_len = pos.query_length_start.shape[0] - 1
-        # Padded rows get the key n_len, past every group, and score zero.
-        row_len = pos.lengths.masked_fill(~pos.mask, n_len).transpose(0, 1).reshape(-1)
-        order = torch.argsort(row_len, stable=True)
-        counts = torch.bincount(row_len, minlength=n_len + 1).tolist()
-        starts = pos.query_length_start.tolist()
-        # Padded rows (the last group) keep zeros.
-        out = qv.new_zeros(n * batch, heads, n)
-        offset = 0
-        for a in range(n_len):
-            if not counts[a]:
-                continue
-            u0, u1 = starts[a], starts[a + 1]
-            rows = order[offset : offset + counts[a]]
-            offset += counts[a]
-            step = max(1, POSITION_SCORE_BUDGET // max(1, heads * (u1 - u0)))
-            for c0 in range(0, rows.shape[0], step):
-                chunk = rows[c0 : c0 + step]
-                scores = torch.matmul(flat_q.index_select(0, chunk).transpose(0, 1), rk[:, :, u0:u1])
-                idx = (flat_index.index_select(0, chunk) - u0).clamp_(0, u1 - u0 - 1)
-                out.index_copy_(0, chunk, scores.gather(-1, idx[None].expand(heads, -1, -1)).transpose(0, 1))
-        return out.view(n, batch, heads, n).permute(1, 2, 0, 3)
 
 
 class FlatLayer(nn.Module):

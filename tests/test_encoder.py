@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from spacy_flat import encoder as encoder_module
+from spacy_flat import position_scores as position_scores_module
 from spacy_flat.encoder import FlatAttention, FlatTagger
 from spacy_flat.position import PositionFusion, relative_positions, sinusoid
+from spacy_flat.position_scores import position_scores
 
 
 def random_lattice(batch: int, seed: int):
@@ -57,7 +58,8 @@ def literal_position_scores(attn: FlatAttention, fusion: PositionFusion, q, head
 @pytest.mark.parametrize("head_only", [False, True])
 @pytest.mark.parametrize("budget", [1 << 23, 64])
 def test_position_term_matches_literal(head_only, budget, monkeypatch):
-    monkeypatch.setattr(encoder_module, "POSITION_SCORE_BUDGET", budget)
+    """Values and gradients (to the queries, v, W_kR and W_r) equal the literal term's."""
+    monkeypatch.setattr(position_scores_module, "POSITION_SCORE_BUDGET", budget)
     torch.manual_seed(0)
     heads, tails, mask = random_lattice(4, seed=1)
     width, n_heads = 16, 4
@@ -66,13 +68,35 @@ def test_position_term_matches_literal(head_only, budget, monkeypatch):
     with torch.no_grad():
         attn.v.normal_()
     pos = relative_positions(heads, tails, mask)
-    rel = fusion(pos)
-    q = torch.randn(heads.shape[0], n_heads, heads.shape[1], width // n_heads)
-    rk = attn.w_kr(rel).view(-1, n_heads, width // n_heads).permute(1, 2, 0)
-    fast = attn._position_scores(q + attn.v[None, :, None, :], rk, pos)
-    slow = literal_position_scores(attn, fusion, q, heads, tails)
-    pair = (mask[:, :, None] & mask[:, None, :])[:, None].expand_as(fast)
-    assert torch.allclose(fast[pair], slow[pair], atol=1e-4)
+    q = torch.randn(heads.shape[0], n_heads, heads.shape[1], width // n_heads, requires_grad=True)
+    pair = (mask[:, :, None] & mask[:, None, :])[:, None].expand(-1, n_heads, -1, -1)
+    weights = torch.randn(pair.shape)
+    results = []
+    for impl in ("fast", "literal"):
+        if impl == "fast":
+            rk = attn.w_kr(fusion(pos)).view(-1, n_heads, width // n_heads).permute(1, 2, 0)
+            scores = position_scores(q + attn.v[None, :, None, :], rk, pos)
+        else:
+            scores = literal_position_scores(attn, fusion, q, heads, tails)
+        params = [q, attn.v, attn.w_kr.weight, fusion.w_r.weight, fusion.w_r.bias]
+        grads = torch.autograd.grad((scores * weights)[pair].sum(), params)
+        results.append((scores[pair].detach(), grads))
+    (fast, fast_grads), (slow, slow_grads) = results
+    assert torch.allclose(fast, slow, atol=1e-4)
+    for a, b in zip(fast_grads, slow_grads):
+        assert torch.allclose(a, b, atol=1e-3, rtol=1e-3)
+
+
+def test_position_scores_gradcheck(monkeypatch):
+    """Finite differences agree with the hand-written backward, across several chunks."""
+    monkeypatch.setattr(position_scores_module, "POSITION_SCORE_BUDGET", 40)
+    heads, tails, mask = random_lattice(3, seed=4)
+    pos = relative_positions(heads, tails, mask)
+    n_heads, hw = 2, 3
+    gen = torch.Generator().manual_seed(0)
+    qv = torch.randn(3, n_heads, heads.shape[1], hw, dtype=torch.float64, generator=gen, requires_grad=True)
+    rk = torch.randn(n_heads, hw, pos.n_triples, dtype=torch.float64, generator=gen, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: position_scores(a, b, pos), (qv, rk))
 
 
 def test_triples_are_deduplicated():
