@@ -6,6 +6,7 @@ initialization; mean and spread are reported.
 
     python benchmarks/accuracy.py resume --seeds 0 1 2 [--epochs 30] [--ablation msm|mld|head]
     python benchmarks/accuracy.py weibo --peer            # also train spaCy's ner
+    python benchmarks/accuracy.py weibo --seeds 0 1 2 --peer --peer-seeds 0
 """
 
 import argparse
@@ -61,12 +62,15 @@ def run(config: Path, data: Dict[str, Path], seed: int, epochs: int, extra: Opti
     seconds = time.perf_counter() - start
     dev = json.loads((out / "model-best" / "meta.json").read_text())["performance"]["ents_f"]
     scores = evaluate(str(out / "model-best"), data["test"], out / "metrics")
-    return {
+    result = {
         "dev_f": 100 * dev,
         "test_f": 100 * scores["ents_f"],
         "train_s": seconds,
         "test_chars_per_s": scores["speed"]["chars_per_second"],
     }
+    # One line per finished run, so a long benchmark cut short still leaves its figures.
+    print(f"RESULT {config.name} seed={seed} {json.dumps(result)} {json.dumps(extra or {})}", flush=True)
+    return result
 
 
 def peer_config(path: Path, epochs: int) -> Path:
@@ -89,6 +93,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--ablation", choices=sorted(ABLATIONS), default=None)
     parser.add_argument("--peer", action="store_true", help="also train spaCy's ner on the same data")
+    parser.add_argument("--peer-seeds", type=int, nargs="+", default=None, help="seeds for the peer (default: --seeds)")
     args = parser.parse_args()
     data = splits(args.dataset)
     config = ROOT / "configs" / f"{args.dataset}.cfg"
@@ -104,7 +109,7 @@ def main() -> None:
         rows.append(summary(label, ours))
         if args.peer:
             cfg = peer_config(Path(tmp) / "peer.cfg", args.epochs)
-            peer = [run(cfg, data, s, args.epochs, None, Path(tmp) / f"peer{s}") for s in args.seeds]
+            peer = [run(cfg, data, s, args.epochs, None, Path(tmp) / f"peer{s}") for s in args.peer_seeds or args.seeds]
             rows.append(summary("spaCy ner (--optimize accuracy, no vectors)", peer))
     print(f"Machine: {machine()}\n\nDataset: {args.dataset}, {args.epochs} epochs max, seeds {args.seeds}\n")
     print("| model | test F1 (mean ± sd) | dev F1 | runs | train s (median) |")
