@@ -30,7 +30,7 @@ setup(
     extras_require={
         "cuda12x": ["cupy-cuda12x>=12"],
         "transformers": ["spacy-transformers>=1.3"],
-        "test": ["pytest>=7", "hypothesis>=6", "ruff", "mypy", "build"],
+        "test": ["pytest>=7", "hypothesis>=6", "ruff", "mypy", "build", "spacy-pkuseg>=1.0"],
     },
     entry_points={
         "spacy_factories": ["flat_ner = spacy_flat.pipe:make_flat_ner"],

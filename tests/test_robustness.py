@@ -10,7 +10,7 @@ from spacy.training import Example
 
 from spacy_flat.windows import merge_window_spans, plan_windows
 
-from .conftest import SHARED, needs_shared
+from .conftest import SHARED, needs_shared, tiny_records
 
 HOSTILE = {
     "empty": "",
@@ -56,12 +56,45 @@ def test_hostile_input_in_one_batch_matches_one_by_one(trained_nlp):
         ]
 
 
-@pytest.mark.parametrize("segmenter", ["jieba"])
-def test_word_segmenter_pipeline(trained_nlp, segmenter):
+@pytest.fixture(scope="module")
+def pkuseg_model(tmp_path_factory) -> str:
+    """A small pkuseg model trained here on jieba's segmentation of the tiny corpus:
+    spaCy's own pkuseg models download at initialize, and nothing may download."""
+    spacy_pkuseg = pytest.importorskip("spacy_pkuseg")
+    import jieba
+
+    root = tmp_path_factory.mktemp("pkuseg")
+    lines = [" ".join(jieba.cut(record["text"])) for record in tiny_records()]
+    (root / "train.txt").write_text("\n".join(lines) + "\n", encoding="utf8")
+    spacy_pkuseg.train(str(root / "train.txt"), str(root / "train.txt"), str(root / "model"), train_iter=2)
+    return str(root / "model")
+
+
+def segmented_pipeline(trained_nlp, segmenter: str, pkuseg_model: str) -> spacy.Language:
     nlp = spacy.blank("zh", config={"nlp": {"tokenizer": {"segmenter": segmenter}}})
+    if segmenter == "pkuseg":
+        nlp.tokenizer.initialize(pkuseg_model=pkuseg_model)
     nlp.add_pipe("flat_ner", source=trained_nlp)
-    for text in HOSTILE.values():
-        check_doc(nlp(text), text)
+    return nlp
+
+
+@pytest.mark.parametrize("segmenter", ["jieba", "pkuseg"])
+def test_word_segmenter_pipeline(trained_nlp, segmenter, request, tmp_path):
+    """Multi-character tokens: entities keep their character offsets, and the
+    pipeline (pkuseg model included) saves and loads with the same output."""
+    model = request.getfixturevalue("pkuseg_model") if segmenter == "pkuseg" else ""
+    nlp = segmented_pipeline(trained_nlp, segmenter, model)
+    text = "张伟毕业于北京大学，现在上海工作。"
+    assert any(len(token) > 1 for token in nlp.make_doc(text))
+    for sample in [text, *HOSTILE.values()]:
+        check_doc(nlp(sample), sample)
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    for sample in [text, *HOSTILE.values()]:
+        assert [t.text for t in loaded(sample)] == [t.text for t in nlp(sample)]
+        assert [(e.start_char, e.end_char, e.label_) for e in loaded(sample).ents] == [
+            (e.start_char, e.end_char, e.label_) for e in nlp(sample).ents
+        ]
 
 
 CHARS = st.sampled_from(list("张伟李娜王芳在北京上海大学工作。，！ \n\tA1😀\u0301\x00\ufffdＡ"))
