@@ -7,6 +7,7 @@ initialization; mean and spread are reported.
     python benchmarks/accuracy.py resume --seeds 0 1 2 [--epochs 30] [--ablation msm|mld|head]
     python benchmarks/accuracy.py weibo --peer            # also train spaCy's ner
     python benchmarks/accuracy.py weibo --seeds 0 1 2 --peer --peer-seeds 0
+    python benchmarks/accuracy.py weibo --lexicon w2v     # the shared word2vec words and vectors
 """
 
 import argparse
@@ -29,6 +30,15 @@ PAPER = {  # test F1, Table 2 of Li et al. 2020 and its baselines
     "resume": {"FLAT (YJ)": 95.45, "FLAT (LS)": 94.93, "Lattice LSTM": 94.46, "TENER": 95.00},
     "weibo": {"FLAT (YJ)": 60.32, "FLAT (LS)": 63.42, "Lattice LSTM": 58.79, "TENER": 58.39},
     "msra": {"FLAT (YJ)": 94.12, "FLAT (LS)": 94.35, "Lattice LSTM": 93.18, "TENER": 92.74},
+}
+# Lexicons other than jieba's embedded default: words (and vectors) from ../shared.
+LEXICONS = {
+    "w2v": {
+        "initialize.components.flat_ner.lexicon": {
+            "@misc": "spacy-flat.word2vec_lexicon.v1",
+            "path": str(ROOT.parent / "shared/vectors/synonyms-wiki-w2v-100d/words.vector"),
+        }
+    },
 }
 ABLATIONS = {
     "msm": {"components.flat_ner.model.mask_self_matched": True},
@@ -92,6 +102,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--ablation", choices=sorted(ABLATIONS), default=None)
+    parser.add_argument("--lexicon", choices=sorted(LEXICONS), default=None, help="instead of jieba's dict.txt")
     parser.add_argument("--peer", action="store_true", help="also train spaCy's ner on the same data")
     parser.add_argument("--peer-seeds", type=int, nargs="+", default=None, help="seeds for the peer (default: --seeds)")
     args = parser.parse_args()
@@ -101,11 +112,10 @@ def main() -> None:
         config = ROOT / "configs" / "resume.cfg"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        label = f"flat_ner, jieba lexicon + LAC chars{f' ({args.ablation})' if args.ablation else ''}"
-        ours = [
-            run(config, data, s, args.epochs, ABLATIONS.get(args.ablation or ""), Path(tmp) / f"flat{s}")
-            for s in args.seeds
-        ]
+        lexicon = "shared w2v lexicon (125,796 words, 100d vectors)" if args.lexicon else "jieba lexicon"
+        label = f"flat_ner, {lexicon} + LAC chars{f' ({args.ablation})' if args.ablation else ''}"
+        extra = {**ABLATIONS.get(args.ablation or "", {}), **LEXICONS.get(args.lexicon or "", {})}
+        ours = [run(config, data, s, args.epochs, extra, Path(tmp) / f"flat{s}") for s in args.seeds]
         rows.append(summary(label, ours))
         if args.peer:
             cfg = peer_config(Path(tmp) / "peer.cfg", args.epochs)

@@ -171,3 +171,40 @@ def test_unaligned_spans_are_counted_in_strict_mode(trained_nlp):
     ner(doc)
     assert [e.text for e in doc.ents] == ["北京大学"]
     assert ner.alignment_report["dropped"] == before["dropped"] + 1
+
+
+def test_word2vec_lexicon_trains_with_its_vectors_and_round_trips(tmp_path):
+    """A lexicon with vectors: they feed the word embeddings through their own
+    projection, which learns, and the saved pipeline needs no vector file."""
+    import numpy
+    import torch
+    from spacy.util import fix_random_seed
+
+    from spacy_flat.loaders import create_word2vec_lexicon
+    from spacy_flat.model import torch_module
+
+    from .conftest import SMALL_WORDS
+
+    rng = numpy.random.default_rng(0)
+    rows = [f"{w} " + " ".join(f"{x:.4f}" for x in rng.normal(size=6)) for w in SMALL_WORDS]
+    lines = [f"{len(SMALL_WORDS)} 6", *rows]
+    (tmp_path / "words.vector").write_text("\n".join(lines) + "\n", encoding="utf8")
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=small_config())
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=create_word2vec_lexicon(str(tmp_path / "words.vector")))
+    module = torch_module(ner.model)
+    assert module.vector_proj is not None and module.vector_proj.in_features == 6
+    before = module.vector_proj.weight.detach().clone()
+    optimizer = nlp.create_optimizer()
+    for _ in range(60):
+        nlp.update(examples, sgd=optimizer)
+    assert not torch.equal(before, module.vector_proj.weight.detach())
+    texts = [r["text"] for r in tiny_records()]
+    assert sum(ents(nlp(t)) == ents(eg.reference) for t, eg in zip(texts, examples)) >= len(texts) // 2
+    nlp.to_disk(tmp_path / "pipeline")
+    (tmp_path / "words.vector").unlink()
+    loaded = spacy.load(tmp_path / "pipeline")
+    for text in texts:
+        assert ents(loaded(text)) == ents(nlp(text))
