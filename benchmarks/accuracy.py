@@ -8,6 +8,7 @@ initialization; mean and spread are reported.
     python benchmarks/accuracy.py weibo --peer            # also train spaCy's ner
     python benchmarks/accuracy.py weibo --seeds 0 1 2 --peer --peer-seeds 0
     python benchmarks/accuracy.py weibo --lexicon w2v     # the shared word2vec words and vectors
+    python benchmarks/accuracy.py weibo --set components.flat_ner.model.bigram_rows=50000
 """
 
 import argparse
@@ -103,6 +104,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--ablation", choices=sorted(ABLATIONS), default=None)
     parser.add_argument("--lexicon", choices=sorted(LEXICONS), default=None, help="instead of jieba's dict.txt")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON", help="more config overrides for flat_ner")
     parser.add_argument("--peer", action="store_true", help="also train spaCy's ner on the same data")
     parser.add_argument("--peer-seeds", type=int, nargs="+", default=None, help="seeds for the peer (default: --seeds)")
     args = parser.parse_args()
@@ -113,8 +115,14 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         lexicon = "shared w2v lexicon (125,796 words, 100d vectors)" if args.lexicon else "jieba lexicon"
+        settings = dict(item.split("=", 1) for item in args.set)
         label = f"flat_ner, {lexicon} + LAC chars{f' ({args.ablation})' if args.ablation else ''}"
-        extra = {**ABLATIONS.get(args.ablation or "", {}), **LEXICONS.get(args.lexicon or "", {})}
+        label += "".join(f", {k.rsplit('.', 1)[-1]}={v}" for k, v in settings.items())
+        extra = {
+            **ABLATIONS.get(args.ablation or "", {}),
+            **LEXICONS.get(args.lexicon or "", {}),
+            **{k: json.loads(v) for k, v in settings.items()},
+        }
         ours = [run(config, data, s, args.epochs, extra, Path(tmp) / f"flat{s}") for s in args.seeds]
         rows.append(summary(label, ours))
         if args.peer:
