@@ -72,7 +72,10 @@ def _block_index(flat_index: torch.Tensor, u0: int, u1: int, rows: torch.Tensor)
 
 
 class _PositionScores(torch.autograd.Function):
+    # Under mixed precision (thinc autocasts on CUDA) the term runs in float32:
+    # its gather writes into a float32 buffer, and the sums are long.
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.float32)
     def forward(
         ctx: Any, flat_q: torch.Tensor, rk: torch.Tensor, flat_index: torch.Tensor, chunks: List[Chunk]
     ) -> torch.Tensor:
@@ -88,6 +91,7 @@ class _PositionScores(torch.autograd.Function):
         return out
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], Optional[torch.Tensor], None, None]:
         flat_q, rk, flat_index = ctx.saved_tensors

@@ -56,3 +56,35 @@ def test_gpu_predictions_match_cpu(tmp_path):
     finally:
         require_cpu()
     assert gpu == cpu
+
+
+def test_mixed_precision_training_on_gpu():
+    """thinc's autocast (float16 matmuls) trains: the position term and the CRF stay float32."""
+    import subprocess
+    import sys
+
+    script = f"""
+import math, spacy
+from thinc.api import require_gpu
+require_gpu(0)
+import sys; sys.path.insert(0, {str(ROOT)!r})
+from tests.conftest import small_config, small_lexicon, tiny_examples, tiny_records
+config = small_config()
+config["model"]["mixed_precision"] = True
+nlp = spacy.blank("zh")
+ner = nlp.add_pipe("flat_ner", config=config)
+egs = tiny_examples(nlp)
+ner.initialize(lambda: egs, nlp=nlp, lexicon=small_lexicon())
+opt = nlp.create_optimizer()
+for _ in range(120):
+    losses = nlp.update(egs, sgd=opt)
+assert math.isfinite(losses["flat_ner"]), losses
+right = sum(
+    [(e.start_char, e.end_char, e.label_) for e in nlp(eg.reference.text).ents]
+    == [(e.start_char, e.end_char, e.label_) for e in eg.reference.ents]
+    for eg in egs
+)
+assert right >= len(egs) // 2, right
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
