@@ -2,10 +2,10 @@
 
 import pytest
 import spacy
+import spacy_transformers  # noqa: F401  (the [test] extra installs it: these tests never skip)
 
 from .conftest import SHARED, needs_shared, small_lexicon, tiny_examples, tiny_records
 
-pytest.importorskip("spacy_transformers")
 TINY_BERT = SHARED / "vectors" / "albert-tiny-chinese"
 
 
@@ -107,7 +107,6 @@ def test_transformer_features_alone(tmp_path):
 
 
 def test_flat_learns_at_its_own_rate():
-    pytest.importorskip("spacy_transformers")
     from spacy_transformers.architectures import transformer_listener_tok2vec_v1
 
     from spacy_flat.model import build_flat_transformer_tagger
