@@ -1,4 +1,4 @@
-"""Command line: `python -m spacy_flat convert | convert-dataset | evaluate`."""
+"""Command line: `python -m spacy_flat convert | convert-dataset | evaluate | verify-assets`."""
 
 import argparse
 import sys
@@ -7,6 +7,7 @@ from typing import List, Optional
 
 from .convert import PUBLIC_DATASETS, SCHEMES, convert, convert_dataset
 from .errors import FlatError
+from .project_assets import verify_assets
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("output", type=Path)
     evaluate.add_argument("--gpu-id", type=int, default=-1)
     evaluate.add_argument("--samples", type=int, default=30)
+    verify = commands.add_parser("verify-assets", help="check a project's assets against their md5 in project.yml")
+    verify.add_argument("project", type=Path)
+    verify.add_argument("prefix", help="check the assets whose dest starts with this, e.g. assets/resume/")
     return parser
 
 
@@ -46,6 +50,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             )
         elif args.command == "convert-dataset":
             convert_dataset(args.name, args.assets, args.corpus)
+        elif args.command == "verify-assets":
+            for path in verify_assets(args.project, args.prefix):
+                print(f"md5 ok: {path}")
         else:
             from .evaluate import evaluate  # imports the pipeline machinery only when needed
 

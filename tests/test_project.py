@@ -7,6 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import srsly
+
+from spacy_flat.project_assets import md5sum
 
 from .conftest import ROOT, SHARED, needs_shared
 
@@ -26,6 +29,12 @@ def test_project_all_on_a_slice(tmp_path: Path):
     assets.mkdir(parents=True)
     for split in ("train", "dev", "test"):
         head_sentences(SHARED / "data" / "resume" / f"{split}.char.bmes", assets / f"{split}.char.bmes", 20)
+    # The slices are different files: the test project declares their checksums (convert verifies them).
+    config = srsly.read_yaml(project / "project.yml")
+    for asset in config["assets"]:
+        if asset["dest"].startswith("assets/resume/"):
+            asset["checksum"] = md5sum(project / asset["dest"])
+    srsly.write_yaml(project / "project.yml", config)
     smoke = ["--vars.max_steps=2"]
     result = subprocess.run(
         [sys.executable, "-m", "spacy", "project", "run", "all", str(project), *smoke],
@@ -59,3 +68,58 @@ def test_project_declares_every_asset_with_checksum(name):
     assets = [a for a in project["assets"] if a["dest"].startswith(f"assets/{name}/")]
     assert len(assets) >= 2
     assert all(len(a["checksum"]) == 32 for a in assets)
+
+
+def _msra_zip(path: Path, damage: bool = False) -> str:
+    """MSRANER.zip laid out as its public home ships it, from ../shared; RETURNS its file:// URL."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name in ("train_dev.char.bmes", "test.char.bmes"):
+            data = (SHARED / "data" / "msra" / name).read_bytes()
+            if damage and name == "test.char.bmes":
+                data = data[:-100]  # a truncated download
+            zf.writestr(f"MSRANER/{name}", data)
+    return path.resolve().as_uri()
+
+
+@needs_shared
+@pytest.mark.parametrize("damage", [False, True])
+def test_msra_fetch_unzip_and_checksums(tmp_path: Path, damage: bool):
+    """fetch-msra (from a local copy of the zip, standing in for its public home), then
+    `spacy project assets --extra` copies both files; a damaged one stops `verify-assets`
+    (which the convert step runs first), named with its md5."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "project.yml", project)
+    url = _msra_zip(tmp_path / "MSRANER.zip", damage=damage)
+    run = [sys.executable, "-m", "spacy", "project"]
+    fetched = subprocess.run(
+        [*run, "run", "fetch-msra", str(project), f"--vars.msra_zip={url}"], capture_output=True, text=True, cwd=project
+    )
+    assert fetched.returncode == 0, fetched.stdout[-3000:] + fetched.stderr[-3000:]
+    mirrors = [f"--vars.{name}_home={SHARED / 'data' / name}" for name in ("resume", "weibo")]
+    assets = subprocess.run(
+        [*run, "assets", str(project), "--extra", *mirrors], capture_output=True, text=True, cwd=project
+    )
+    assert assets.returncode == 0, (assets.stdout + assets.stderr)[-3000:]  # weasel only warns on a mismatch
+    verify = [sys.executable, "-m", "spacy_flat", "verify-assets", str(project), "assets/msra/"]
+    verified = subprocess.run(verify, capture_output=True, text=True)
+    if damage:
+        assert verified.returncode == 1
+        assert "assets/msra/test.char.bmes: md5" in verified.stderr and "train_dev" not in verified.stderr
+    else:
+        assert verified.returncode == 0, verified.stderr
+        for name in ("train_dev.char.bmes", "test.char.bmes"):
+            copied = project / "assets" / "msra" / name
+            assert copied.read_bytes() == (SHARED / "data" / "msra" / name).read_bytes()
+
+
+def test_verify_assets_names_missing_files(tmp_path: Path):
+    from spacy_flat.project_assets import AssetError, verify_assets
+
+    shutil.copy(ROOT / "project.yml", tmp_path)
+    with pytest.raises(AssetError, match=r"assets/weibo/weiboNER_2nd_conll.train: missing"):
+        verify_assets(tmp_path, "assets/weibo/")
+    with pytest.raises(AssetError, match="no asset under"):
+        verify_assets(tmp_path, "assets/nothing/")

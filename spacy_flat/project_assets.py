@@ -1,0 +1,57 @@
+"""Checksums of a spaCy project's assets, enforced.
+
+weasel reports an asset whose md5 does not match `project.yml` but exits 0 and
+keeps the file, so a workflow would go on with damaged data. `verify_assets`
+makes the mismatch an error that names the file, run before conversion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import List
+
+import srsly
+
+from .errors import FlatError
+
+
+class AssetError(FlatError):
+    """A project asset is missing or does not match its checksum."""
+
+
+def md5sum(path: Path) -> str:
+    digest = hashlib.md5()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_assets(project_dir: Path, prefix: str) -> List[Path]:
+    """Check every asset of `project_dir/project.yml` whose dest starts with `prefix`.
+
+    RETURNS (List[Path]): The checked files.
+    RAISES (AssetError): Naming each missing file and each checksum mismatch.
+    """
+    project = srsly.read_yaml(project_dir / "project.yml")
+    assets = [a for a in project.get("assets", []) if str(a.get("dest", "")).startswith(prefix)]
+    if not assets:
+        raise AssetError(f"{project_dir / 'project.yml'}: no asset under {prefix!r}")
+    problems: List[str] = []
+    checked: List[Path] = []
+    for asset in assets:
+        path = project_dir / asset["dest"]
+        if not path.is_file():
+            problems.append(f"{path}: missing (run `spacy project assets`)")
+            continue
+        expected = asset.get("checksum")
+        if expected:
+            actual = md5sum(path)
+            if actual != expected:
+                problems.append(f"{path}: md5 {actual}, project.yml expects {expected} (damaged or a different file)")
+                continue
+        checked.append(path)
+    if problems:
+        raise AssetError("; ".join(problems))
+    return checked
