@@ -208,3 +208,35 @@ def test_word2vec_lexicon_trains_with_its_vectors_and_round_trips(tmp_path):
     loaded = spacy.load(tmp_path / "pipeline")
     for text in texts:
         assert ents(loaded(text)) == ents(nlp(text))
+
+
+def test_weights_saved_from_cuda_load_on_a_machine_without_cuda(trained_nlp, tmp_path):
+    """A GPU-saved pipeline's weights record each tensor's device as "cuda:0".
+    Saving here with that tag (torch's own storage-location registry) writes the
+    same bytes a GPU would on this CPU-only machine: plain `torch.load` refuses
+    them, `spacy.load` must not."""
+    import io
+    import zipfile
+
+    import srsly
+    import torch
+    import torch.serialization as serialization
+
+    if torch.cuda.is_available():
+        pytest.skip("the GPU lane covers a machine with CUDA")
+    entry = (0, lambda storage: "cuda:0", lambda storage, location: None)
+    serialization._package_registry.insert(0, entry)
+    try:
+        trained_nlp.to_disk(tmp_path / "pipeline")
+    finally:
+        serialization._package_registry.remove(entry)
+    # The component's thinc model file holds the torch.save payload of its one shim.
+    shims = srsly.msgpack_loads((tmp_path / "pipeline" / "flat_ner" / "model").read_bytes())["shims"]
+    state = next(srsly.msgpack_loads(blob)["state"] for node in shims for blob in node)
+    with zipfile.ZipFile(io.BytesIO(state)) as zf:
+        assert b"cuda:0" in zf.read(next(n for n in zf.namelist() if n.endswith("data.pkl")))
+    with pytest.raises(RuntimeError, match="CUDA"):
+        torch.load(io.BytesIO(state), weights_only=True)
+    loaded = spacy.load(tmp_path / "pipeline")
+    for rec in tiny_records():
+        assert ents(loaded(rec["text"])) == ents(trained_nlp(rec["text"]))
