@@ -23,33 +23,17 @@ LENGTHS = [30, 50, 100, 300]
 
 
 def plain_position_scores(qv, rk, pos):  # type: ignore[no-untyped-def]
-    """The first version: gather and index_copy_ under autograd."""
-    import torch
-
-    from spacy_flat.position_scores import POSITION_SCORE_BUDGET
+    """The first version: the same chunks, with gather and index_copy_ under autograd."""
+    from spacy_flat.position_scores import _block_index, _plan_chunks
 
     batch, heads, n, hw = qv.shape
     flat_q = qv.permute(2, 0, 1, 3).reshape(n * batch, heads, hw)
     flat_index = pos.index.transpose(0, 1).reshape(n * batch, n)
-    n_len = pos.query_length_start.shape[0] - 1
-    row_len = pos.lengths.masked_fill(~pos.mask, n_len).transpose(0, 1).reshape(-1)
-    order = torch.argsort(row_len, stable=True)
-    counts = torch.bincount(row_len, minlength=n_len + 1).tolist()
-    starts = pos.query_length_start.tolist()
     out = qv.new_zeros(n * batch, heads, n)
-    offset = 0
-    for a in range(n_len):
-        if not counts[a]:
-            continue
-        u0, u1 = starts[a], starts[a + 1]
-        rows = order[offset : offset + counts[a]]
-        offset += counts[a]
-        step = max(1, POSITION_SCORE_BUDGET // max(1, heads * (u1 - u0)))
-        for c0 in range(0, rows.shape[0], step):
-            chunk = rows[c0 : c0 + step]
-            scores = torch.matmul(flat_q.index_select(0, chunk).transpose(0, 1), rk[:, :, u0:u1])
-            idx = (flat_index.index_select(0, chunk) - u0).clamp_(0, u1 - u0 - 1)
-            out.index_copy_(0, chunk, scores.gather(-1, idx[None].expand(heads, -1, -1)).transpose(0, 1))
+    for u0, u1, rows in _plan_chunks(pos, heads):
+        scores = flat_q.index_select(0, rows).transpose(0, 1) @ rk[:, :, u0:u1]
+        idx = _block_index(flat_index, u0, u1, rows)
+        out.index_copy_(0, rows, scores.gather(-1, idx[None].expand(heads, -1, -1)).transpose(0, 1))
     return out.view(n, batch, heads, n).permute(1, 2, 0, 3)
 
 
