@@ -9,6 +9,7 @@ initialization; mean and spread are reported.
     python benchmarks/accuracy.py weibo --seeds 0 1 2 --peer --peer-seeds 0
     python benchmarks/accuracy.py weibo --lexicon w2v     # the shared word2vec words and vectors
     python benchmarks/accuracy.py weibo --set components.flat_ner.model.bigram_rows=50000
+    python benchmarks/accuracy.py msra --epochs 1 --peer-only --peer-set training.eval_frequency=1000
 """
 
 import argparse
@@ -107,6 +108,8 @@ def main() -> None:
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON", help="more config overrides for flat_ner")
     parser.add_argument("--peer", action="store_true", help="also train spaCy's ner on the same data")
     parser.add_argument("--peer-seeds", type=int, nargs="+", default=None, help="seeds for the peer (default: --seeds)")
+    parser.add_argument("--peer-only", action="store_true", help="train only spaCy's ner (implies --peer)")
+    parser.add_argument("--peer-set", nargs="+", default=[], metavar="KEY=JSON", help="config overrides for the peer")
     args = parser.parse_args()
     data = splits(args.dataset)
     config = ROOT / "configs" / f"{args.dataset}.cfg"
@@ -123,11 +126,14 @@ def main() -> None:
             **LEXICONS.get(args.lexicon or "", {}),
             **{k: json.loads(v) for k, v in settings.items()},
         }
-        ours = [run(config, data, s, args.epochs, extra, Path(tmp) / f"flat{s}") for s in args.seeds]
-        rows.append(summary(label, ours))
-        if args.peer:
+        if not args.peer_only:
+            ours = [run(config, data, s, args.epochs, extra, Path(tmp) / f"flat{s}") for s in args.seeds]
+            rows.append(summary(label, ours))
+        if args.peer or args.peer_only:
             cfg = peer_config(Path(tmp) / "peer.cfg", args.epochs)
-            peer = [run(cfg, data, s, args.epochs, None, Path(tmp) / f"peer{s}") for s in args.peer_seeds or args.seeds]
+            peer_extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.peer_set)}
+            peer_seeds = args.peer_seeds or args.seeds
+            peer = [run(cfg, data, s, args.epochs, peer_extra, Path(tmp) / f"peer{s}") for s in peer_seeds]
             rows.append(summary("spaCy ner (--optimize accuracy, no vectors)", peer))
     print(f"Machine: {machine()}\n\nDataset: {args.dataset}, {args.epochs} epochs max, seeds {args.seeds}\n")
     print("| model | test F1 (mean ± sd) | dev F1 | runs | train s (median) |")

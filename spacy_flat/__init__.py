@@ -5,6 +5,7 @@ from .lexicon import Lexicon
 from .loaders import (
     create_jieba_lexicon,
     create_lac_char_vectors,
+    create_word2vec_char_vectors,
     create_word2vec_lexicon,
     create_word_list_lexicon,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "build_flat_tagger",
     "create_jieba_lexicon",
     "create_lac_char_vectors",
+    "create_word2vec_char_vectors",
     "create_word2vec_lexicon",
     "create_word_list_lexicon",
     "make_char_ner_scorer",

@@ -101,16 +101,18 @@ def _parse_header(line: bytes, path: PathLike) -> Optional[Tuple[int, int]]:
 
 
 def read_word2vec(
-    path: PathLike, *, binary: Optional[bool] = None, min_length: int = 2
+    path: PathLike, *, binary: Optional[bool] = None, min_length: int = 2, max_length: int = 0
 ) -> Tuple[List[str], numpy.ndarray, LoadReport]:
     """Read word2vec vectors, in text or binary format.
 
     path (PathLike): The file. A `count width` header line is required for the
         binary format and optional for text.
     binary (Optional[bool]): Force the format; None detects it.
-    min_length (int): Skip words shorter than this (counted as a repair).
+    min_length (int): Skip words shorter than this (counted in the report).
+    max_length (int): Skip words longer than this (counted); 0 for no limit.
     RETURNS (Tuple[List[str], numpy.ndarray, LoadReport]): Words, float32 vectors, report.
     """
+    lengths = (min_length, max_length)
     with open(path, "rb") as file_:
         data = file_.read()
     first_end = data.find(b"\n")
@@ -121,8 +123,8 @@ def read_word2vec(
     if binary:
         if header is None:
             raise LexiconError(f"{path}:1: binary word2vec needs a 'count width' header, got {first[:80]!r}")
-        return _read_word2vec_binary(data, first_end + 1, header, path, min_length)
-    return _read_word2vec_text(data, header, path, min_length)
+        return _read_word2vec_binary(data, first_end + 1, header, path, lengths)
+    return _read_word2vec_text(data, header, path, lengths)
 
 
 def _looks_like_text_row(data: bytes, start: int, width: int) -> bool:
@@ -145,12 +147,15 @@ def _keep(
     rows: List[numpy.ndarray],
     seen: set,
     report: LoadReport,
-    min_length: int,
+    lengths: Tuple[int, int],
 ) -> None:
+    min_length, max_length = lengths
     if not word.strip():
         report.repair("blank words")
     elif len(word) < min_length:
         report.repair(f"words shorter than {min_length} characters")
+    elif max_length and len(word) > max_length:
+        report.repair(f"words longer than {max_length} characters")
     elif word in seen:
         report.repair("duplicates (first kept)")
     elif not numpy.isfinite(vector).all():
@@ -162,7 +167,7 @@ def _keep(
 
 
 def _read_word2vec_binary(
-    data: bytes, offset: int, header: Tuple[int, int], path: PathLike, min_length: int
+    data: bytes, offset: int, header: Tuple[int, int], path: PathLike, lengths: Tuple[int, int]
 ) -> Tuple[List[str], numpy.ndarray, LoadReport]:
     count, width = header
     report = LoadReport(str(path))
@@ -181,7 +186,7 @@ def _read_word2vec_binary(
         vector = numpy.frombuffer(data, dtype="<f4", count=width, offset=space + 1)
         offset = space + 1 + nbytes
         report.read += 1
-        _keep(word, vector, words, rows, seen, report, min_length)
+        _keep(word, vector, words, rows, seen, report, lengths)
     if data[offset:].strip():
         raise LexiconError(f"{path}: {len(data) - offset} bytes after the {count} vectors the header announces")
     report.kept = len(words)
@@ -190,7 +195,7 @@ def _read_word2vec_binary(
 
 
 def _read_word2vec_text(
-    data: bytes, header: Optional[Tuple[int, int]], path: PathLike, min_length: int
+    data: bytes, header: Optional[Tuple[int, int]], path: PathLike, lengths: Tuple[int, int]
 ) -> Tuple[List[str], numpy.ndarray, LoadReport]:
     report = LoadReport(str(path))
     words: List[str] = []
@@ -216,7 +221,7 @@ def _read_word2vec_text(
         except ValueError:
             raise LexiconError(f"{path}:{line_no}: a vector value is not a number") from None
         report.read += 1
-        _keep(fields[0], vector, words, rows, seen, report, min_length)
+        _keep(fields[0], vector, words, rows, seen, report, lengths)
     if header and report.read != header[0]:
         raise LexiconError(f"{path}: header announces {header[0]} vectors, the file holds {report.read}")
     report.kept = len(words)
@@ -257,10 +262,28 @@ def read_lac_char_table(directory: Optional[PathLike] = None) -> Tuple[CharVocab
     if values.size % n_rows:
         raise LexiconError(f"{emb_path}: {values.size} floats do not split into {n_rows} rows")
     table = values.reshape(n_rows, -1).astype("float32")
-    vocab = CharVocab(entries.get(i, f"<unused {i}>") for i in range(n_rows))
-    # CharVocab may append OOV class rows the table lacks; give them the mean.
-    if len(vocab) > n_rows:
-        extra = numpy.repeat(table.mean(0, keepdims=True), len(vocab) - n_rows, axis=0)
+    return _char_table([entries.get(i, f"<unused {i}>") for i in range(n_rows)], table)
+
+
+def read_word2vec_chars(path: PathLike, *, binary: Optional[bool] = None) -> Tuple[CharVocab, numpy.ndarray]:
+    """Read the single-character entries of a word2vec file as character vectors.
+
+    path (PathLike): The word2vec file (text or binary), e.g. the file a
+        word2vec lexicon is read from, so characters and words share one space.
+    binary (Optional[bool]): Force the format; None detects it.
+    RETURNS (Tuple[CharVocab, numpy.ndarray]): The vocabulary and its float32 table.
+    """
+    chars, table, _ = read_word2vec(path, binary=binary, min_length=1, max_length=1)
+    if not chars:
+        raise LexiconError(f"{path}: no single-character entries to use as character vectors")
+    return _char_table(chars, table)
+
+
+def _char_table(chars: List[str], table: numpy.ndarray) -> Tuple[CharVocab, numpy.ndarray]:
+    vocab = CharVocab(chars)
+    # CharVocab appends the OOV class rows a table lacks; they start at the mean.
+    if len(vocab) > len(table):
+        extra = numpy.repeat(table.mean(0, keepdims=True), len(vocab) - len(table), axis=0)
         table = numpy.vstack([table, extra])
     return vocab, table
 
@@ -304,5 +327,18 @@ def create_lac_char_vectors(directory: Optional[str] = None) -> Callable[[], Tup
 
     def load() -> Tuple[CharVocab, numpy.ndarray]:
         return read_lac_char_table(directory)
+
+    return load
+
+
+@registry.misc("spacy-flat.word2vec_char_vectors.v1")
+def create_word2vec_char_vectors(
+    path: str, binary: Optional[bool] = None
+) -> Callable[[], Tuple[CharVocab, numpy.ndarray]]:
+    """Character vectors from the single characters of a word2vec file; set the
+    model's char_width to the file's width."""
+
+    def load() -> Tuple[CharVocab, numpy.ndarray]:
+        return read_word2vec_chars(path, binary=binary)
 
     return load

@@ -10,7 +10,7 @@ from spacy.training import Example
 from spacy_flat.errors import PipelineFileError
 from spacy_flat.pipe import FlatNER
 
-from .conftest import build_small, small_config, tiny_examples, tiny_records
+from .conftest import build_small, small_config, small_lexicon, tiny_examples, tiny_records
 
 
 def ents(doc: Doc):
@@ -208,6 +208,43 @@ def test_word2vec_lexicon_trains_with_its_vectors_and_round_trips(tmp_path):
     loaded = spacy.load(tmp_path / "pipeline")
     for text in texts:
         assert ents(loaded(text)) == ents(nlp(text))
+
+
+def test_word2vec_char_vectors_set_the_table_and_need_a_matching_width(tmp_path):
+    """Character vectors from a word2vec file (the paper's Giga vectors are one):
+    the table is copied in at initialize, the width must match char_width, and
+    the saved pipeline needs no vector file."""
+    import numpy
+
+    from spacy_flat.loaders import create_word2vec_char_vectors
+    from spacy_flat.model import torch_module
+
+    chars = sorted({c for r in tiny_records() for c in r["text"]})
+    rng = numpy.random.default_rng(0)
+    vectors = {c: rng.normal(size=6) for c in chars}
+    lines = [f"{len(chars)} 6"] + [f"{c} " + " ".join(f"{x:.5f}" for x in v) for c, v in vectors.items()]
+    (tmp_path / "chars.vec").write_text("\n".join(lines) + "\n", encoding="utf8")
+    load_chars = create_word2vec_char_vectors(str(tmp_path / "chars.vec"))
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=small_config())
+    examples = tiny_examples(nlp)
+    with pytest.raises(ValueError, match="width 6 but the model's char_width is 128; set .* char_width = 6"):
+        ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), char_vectors=load_chars)
+    config = small_config()
+    config["model"]["char_width"] = 6
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=config)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), char_vectors=load_chars)
+    table = torch_module(ner.model).char_embed.weight.detach().numpy()
+    assert numpy.allclose(table[ner.char_vocab.row(chars[0])], vectors[chars[0]], atol=1e-5)
+    optimizer = nlp.create_optimizer()
+    for _ in range(5):
+        nlp.update(examples, sgd=optimizer)
+    nlp.to_disk(tmp_path / "pipeline")
+    (tmp_path / "chars.vec").unlink()
+    loaded = spacy.load(tmp_path / "pipeline")
+    for eg in examples:
+        assert ents(loaded(eg.reference.text)) == ents(nlp(eg.reference.text))
 
 
 def test_weights_saved_from_cuda_load_on_a_machine_without_cuda(trained_nlp, tmp_path):

@@ -7,7 +7,7 @@ import numpy
 import pytest
 
 from spacy_flat.errors import LexiconError
-from spacy_flat.loaders import read_lac_char_table, read_word2vec, read_word_list
+from spacy_flat.loaders import read_lac_char_table, read_word2vec, read_word2vec_chars, read_word_list
 
 from .conftest import SHARED, needs_shared
 
@@ -87,6 +87,24 @@ def test_lac_table_maps_every_character_class():
     assert folded
     assert all(vocab.row(c) == vocab.row(unicodedata.normalize("NFKC", c)) for c in folded)
     assert vocab.row("张") != vocab.row("京")
+
+
+def test_word2vec_chars_keep_single_characters_and_add_class_rows(tmp_path):
+    rows = [("北", [1.0, 2.0]), ("北京", [3.0, 4.0]), ("京", [5.0, 6.0]), ("1", [7.0, 8.0])]
+    write_binary(tmp_path / "v.bin", rows)
+    vocab, table = read_word2vec_chars(tmp_path / "v.bin")
+    assert vocab.entries[:3] == ["北", "京", "1"]
+    assert numpy.allclose(table[:3], [[1, 2], [5, 6], [7, 8]])
+    # One row per OOV class the file lacks, starting at the mean of the others.
+    assert table.shape == (len(vocab), 2) and len(vocab) == 3 + 4
+    assert numpy.allclose(table[vocab.row("张")], [13 / 3, 16 / 3])
+    assert vocab.row("北") == 0 and vocab.row("１") == 2  # full-width digit folds to "1"
+
+
+def test_word2vec_chars_without_characters_names_the_file(tmp_path):
+    (tmp_path / "words.txt").write_text("北京 1 2\n上海 3 4\n", encoding="utf8")
+    with pytest.raises(LexiconError, match=r"words\.txt: no single-character entries"):
+        read_word2vec_chars(tmp_path / "words.txt")
 
 
 @needs_shared
