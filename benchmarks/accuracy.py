@@ -24,7 +24,7 @@ from typing import Dict, List, Optional
 from spacy.cli.train import train
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ROOT, corpus, machine, spacy_ner_config
+from common import ROOT, corpus, epoch_schedule, machine, spacy_ner_config
 
 from spacy_flat.evaluate import evaluate
 
@@ -122,6 +122,8 @@ def main() -> None:
         label = f"flat_ner, {lexicon} + LAC chars{f' ({args.ablation})' if args.ablation else ''}"
         label += "".join(f", {k.rsplit('.', 1)[-1]}={v}" for k, v in settings.items())
         extra = {
+            # The config's schedule is for its own max_epochs; a shorter run decays to zero at its own end.
+            **epoch_schedule(config, data["train"], args.epochs),
             **ABLATIONS.get(args.ablation or "", {}),
             **LEXICONS.get(args.lexicon or "", {}),
             **{k: json.loads(v) for k, v in settings.items()},

@@ -35,7 +35,7 @@ from thinc.api import Config
 
 sys.path.insert(0, str(Path(__file__).parent))
 from accuracy import run, splits
-from common import ROOT, SHARED, machine
+from common import ROOT, SHARED, epoch_schedule, machine
 
 # Table 4 of Li et al. 2020: BERT-base (12 layers), not the small model used here.
 PAPER_BERT = {
@@ -43,20 +43,15 @@ PAPER_BERT = {
     "weibo": {"FLAT+BERT": 68.55, "BERT+CRF": 68.20},
     "msra": {"FLAT+BERT": 96.09, "BERT+CRF": 94.95},
 }
-# Optimizer steps per epoch at ~10 sentences a batch.
-STEPS_PER_EPOCH = {"resume": 400, "weibo": 135, "msra": 4200}
 # The transformer's learning rate in both models (configs/resume_trf.cfg).
 TRANSFORMER_RATE = 2e-4
 
 
-def schedule(steps_per_epoch: int, epochs: int) -> Dict[str, object]:
-    """The learning-rate schedule both models train with."""
-    return {
-        "training.optimizer.learn_rate.warmup_steps": steps_per_epoch,
-        "training.optimizer.learn_rate.total_steps": steps_per_epoch * epochs,
-        "training.optimizer.learn_rate.initial_rate": TRANSFORMER_RATE,
-        "training.eval_frequency": steps_per_epoch,
-    }
+def schedule(train: Path, epochs: int) -> Dict[str, object]:
+    """The learning-rate schedule both models train with: flat_ner's batches counted
+    on the corpus, one epoch of warm-up, decay to zero at the last step."""
+    config = ROOT / "configs" / "resume_trf.cfg"
+    return {**epoch_schedule(config, train, epochs), "training.optimizer.learn_rate.initial_rate": TRANSFORMER_RATE}
 
 
 def peer_config(model: str, epochs: int) -> Config:
@@ -95,13 +90,11 @@ def main() -> None:
     args = parser.parse_args()
     model = str(Path(args.model).resolve())
     data = splits(args.dataset)
-    steps = STEPS_PER_EPOCH[args.dataset]
     rows: List[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         if args.limit:
             data = sliced(data, args.limit, Path(tmp) / "data")
-            steps = max(1, args.limit // 10)
-        shared = schedule(steps, args.epochs)
+        shared = schedule(data["train"], args.epochs)
         ours = run(
             ROOT / "configs" / "resume_trf.cfg",
             data,

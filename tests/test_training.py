@@ -3,13 +3,14 @@
 import io
 from pathlib import Path
 
+import pytest
 import spacy
 from spacy.cli.train import train
-from spacy.util import load_config
+from spacy.util import load_config, registry
 
-from spacy_flat.convert import convert
+from spacy_flat.convert import MSRA_DEV_SENTENCES, ConversionReport, convert, read_conll
 
-from .conftest import ROOT, TINY
+from .conftest import ROOT, SHARED, TINY, needs_shared
 
 CONFIGS = sorted((ROOT / "configs").glob("*.cfg"))
 
@@ -20,6 +21,34 @@ def test_configs_exist_and_validate():
         config = load_config(path)
         nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
         assert "flat_ner" in nlp.pipe_names
+
+
+# Each dataset config and the shared training file its schedule is counted on.
+SCHEDULED = {
+    "resume.cfg": ("resume/train.char.bmes", 0),
+    "resume_trf.cfg": ("resume/train.char.bmes", 0),
+    "weibo.cfg": ("weibo/weiboNER_2nd_conll.train", 0),
+    "msra.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
+}
+
+
+@needs_shared
+@pytest.mark.parametrize("name", sorted(SCHEDULED))
+def test_config_schedule_is_counted_in_epochs_of_its_corpus(name: str):
+    """warm-up is one epoch and the decay ends at the last epoch, counted in the
+    config's own batches of the real corpus: a schedule that ends early trains
+    its last epochs at a zero learning rate."""
+    path, dev_tail = SCHEDULED[name]
+    config = load_config(ROOT / "configs" / name)
+    training = registry.resolve({"batcher": config["training"]["batcher"]})
+    sentences = list(read_conll(SHARED / "data" / path, report=ConversionReport(path)))
+    train_chars = [s.chars for s in sentences[: len(sentences) - dev_tail]]
+    per_epoch = sum(1 for _ in training["batcher"](train_chars))
+    schedule = config["training"]["optimizer"]["learn_rate"]
+    epochs = config["training"]["max_epochs"]
+    assert schedule["warmup_steps"] == pytest.approx(per_epoch, rel=0.05)
+    assert schedule["total_steps"] == pytest.approx(epochs * per_epoch, rel=0.05)
+    assert config["training"]["eval_frequency"] <= per_epoch * 1.05
 
 
 def test_spacy_train_runs_and_saves_a_loadable_pipeline(tmp_path: Path):
