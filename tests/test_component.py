@@ -228,7 +228,7 @@ def test_word2vec_char_vectors_set_the_table_and_need_a_matching_width(tmp_path)
     nlp = spacy.blank("zh")
     ner = nlp.add_pipe("flat_ner", config=small_config())
     examples = tiny_examples(nlp)
-    with pytest.raises(ValueError, match="width 6 but the model's char_width is 128; set .* char_width = 6"):
+    with pytest.raises(ValueError, match=r"width 6 but the model's char_width is 128; set .* char_width = 6"):
         ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), char_vectors=load_chars)
     config = small_config()
     config["model"]["char_width"] = 6
