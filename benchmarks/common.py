@@ -11,6 +11,7 @@ import spacy
 from spacy.language import Language
 from spacy.tokens import DocBin
 from spacy.training import Example
+from spacy.util import load_config, registry
 from thinc.api import Config
 
 from spacy_flat.convert import convert
@@ -49,8 +50,6 @@ def examples(nlp: Language, name: str, split: str) -> List[Example]:
 
 def batches_per_epoch(config: Path, train: Path) -> int:
     """RETURNS (int): How many batches the config's batcher makes of the train DocBin."""
-    from spacy.util import load_config, registry
-
     batcher = registry.resolve({"b": load_config(config)["training"]["batcher"]})["b"]
     docs = DocBin().from_disk(train).get_docs(spacy.blank("zh").vocab)
     return sum(1 for _ in batcher(list(docs)))
@@ -61,8 +60,6 @@ def epoch_schedule(config: Path, train: Path, epochs: int) -> Dict[str, int]:
     warm-up for one epoch (at most a tenth of the run), linear decay to zero at the
     last step, and at least one evaluation per epoch. For a config's own
     max_epochs this is the config's schedule."""
-    from spacy.util import load_config
-
     steps = batches_per_epoch(config, train)
     every = load_config(config)["training"]["eval_frequency"]
     return {
