@@ -1,4 +1,5 @@
-"""A PyTorchShim whose optimizer step writes weights in place.
+"""A PyTorchShim whose optimizer step writes weights in place, and that can
+evaluate and save with the optimizer's parameter averages.
 
 thinc's `PyTorchShim.finish_update` re-binds `param.data` to a new tensor made
 from the optimizer's array every step. With thinc 8.3, torch 2.x and NumPy 2 on
@@ -6,9 +7,16 @@ CPU that round trip (torch -> NumPy -> DLPack -> torch) leaks about 10 MB per
 step for this model: a Resume training run grew past 20 GB in two epochs. Copying
 the updated values into the existing parameter keeps memory flat and leaves
 every tensor the optimizer or autograd holds valid.
+
+thinc's `PyTorchShim.use_params` looks for keys named "pytorch_{id}_{name}", but
+the optimizer files its averages under `(id, name)`, the key `finish_update`
+passes it. So with `use_averages = true` spaCy evaluated and saved the raw
+weights while believing it used the averages. `use_params` here reads the
+optimizer's own keys.
 """
 
-from typing import Any, cast
+import contextlib
+from typing import Any, Dict, Iterator, Tuple, cast
 
 from thinc.api import Optimizer, PyTorchShim, torch2xp, xp2torch
 from thinc.types import FloatsXd
@@ -40,3 +48,30 @@ class InPlacePyTorchShim(PyTorchShim):
                     param.copy_(xp2torch(weights, device=param.device))
             param.grad.zero_()
         self._grad_scaler.update()
+
+    @contextlib.contextmanager
+    def use_params(self, params: Dict[Any, Any]) -> Iterator[None]:
+        """Swap in the parameters in `params` filed under `(self.id, name)` (an
+        optimizer's `averages`), and restore the trained ones on exit.
+
+        params (Dict[Any, Any]): Arrays keyed as the optimizer keys them.
+        """
+        import torch
+
+        swapped: Dict[str, Tuple[torch.nn.Parameter, torch.Tensor]] = {}
+        for name, param in self._model.named_parameters():
+            value = params.get((self.id, name))
+            if value is not None:
+                swapped[name] = (param, param.detach().clone())
+        if not swapped:
+            yield
+            return
+        with torch.no_grad():
+            for name, (param, _) in swapped.items():
+                param.copy_(xp2torch(params[(self.id, name)], device=param.device))
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for param, trained in swapped.values():
+                    param.copy_(trained)

@@ -3,14 +3,16 @@
 import io
 from pathlib import Path
 
+import numpy
 import pytest
 import spacy
 from spacy.cli.train import train
 from spacy.util import load_config, registry
+from thinc.api import Adam, fix_random_seed
 
 from spacy_flat.convert import MSRA_DEV_SENTENCES, ConversionReport, convert, read_conll
 
-from .conftest import ROOT, SHARED, TINY, needs_shared
+from .conftest import ROOT, SHARED, TINY, needs_shared, small_config, small_lexicon, tiny_examples
 
 CONFIGS = sorted((ROOT / "configs").glob("*.cfg"))
 
@@ -74,3 +76,28 @@ def test_spacy_train_runs_and_saves_a_loadable_pipeline(tmp_path: Path):
     assert nlp.pipe_names == ["flat_ner"]
     assert len(nlp.get_pipe("flat_ner").lexicon) == 3
     nlp("张伟毕业于北京大学。")
+
+
+def test_parameter_averages_are_used_for_evaluation_and_saving(tmp_path: Path):
+    """spaCy evaluates and saves inside `nlp.use_params(optimizer.averages)`:
+    the torch weights must be the averages there, and the trained ones after."""
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=small_config())
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    optimizer = Adam(0.01, use_averages=True)
+    for _ in range(5):
+        nlp.update(examples, sgd=optimizer)
+    shim = ner.model.get_ref("tagger").shims[0]
+    name, param = next((n, p) for n, p in shim._model.named_parameters() if p.dim() == 2)
+    average = optimizer.averages[(shim.id, name)]
+    trained = param.detach().numpy().copy()
+    assert not numpy.allclose(trained, average)
+    with nlp.use_params(optimizer.averages):
+        numpy.testing.assert_allclose(param.detach().numpy(), average, rtol=1e-6)
+        nlp.to_disk(tmp_path / "averaged")
+    numpy.testing.assert_array_equal(param.detach().numpy(), trained)
+    loaded = spacy.load(tmp_path / "averaged").get_pipe("flat_ner").model.get_ref("tagger").shims[0]
+    saved = dict(loaded._model.named_parameters())[name].detach().numpy()
+    numpy.testing.assert_allclose(saved, average, rtol=1e-6)
