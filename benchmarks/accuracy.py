@@ -24,9 +24,10 @@ from typing import Dict, List, Optional
 from spacy.cli.train import train
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ROOT, corpus, epoch_schedule, machine, spacy_ner_config
+from common import ROOT, corpus, machine, spacy_ner_config
 
 from spacy_flat.evaluate import evaluate
+from spacy_flat.schedule import schedule_for
 
 PAPER = {  # test F1, Table 2 of Li et al. 2020 and its baselines
     "resume": {"FLAT (YJ)": 95.45, "FLAT (LS)": 94.93, "Lattice LSTM": 94.46, "TENER": 95.00},
@@ -123,7 +124,7 @@ def main() -> None:
         label += "".join(f", {k.rsplit('.', 1)[-1]}={v}" for k, v in settings.items())
         extra = {
             # The config's schedule is for its own max_epochs; a shorter run decays to zero at its own end.
-            **epoch_schedule(config, data["train"], args.epochs),
+            **schedule_for(config, data["train"], args.epochs),
             **ABLATIONS.get(args.ablation or "", {}),
             **LEXICONS.get(args.lexicon or "", {}),
             **{k: json.loads(v) for k, v in settings.items()},

@@ -5,13 +5,12 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, List, Optional
 
 import spacy
 from spacy.language import Language
 from spacy.tokens import DocBin
 from spacy.training import Example
-from spacy.util import load_config, registry
 from thinc.api import Config
 
 from spacy_flat.convert import convert
@@ -46,27 +45,6 @@ def texts(name: str, split: str) -> List[str]:
 def examples(nlp: Language, name: str, split: str) -> List[Example]:
     docs = DocBin().from_disk(corpus(name, split)).get_docs(nlp.vocab)
     return [Example(nlp.make_doc(d.text), d) for d in docs]
-
-
-def batches_per_epoch(config: Path, train: Path) -> int:
-    """RETURNS (int): How many batches the config's batcher makes of the train DocBin."""
-    batcher = registry.resolve({"b": load_config(config)["training"]["batcher"]})["b"]
-    docs = DocBin().from_disk(train).get_docs(spacy.blank("zh").vocab)
-    return sum(1 for _ in batcher(list(docs)))
-
-
-def epoch_schedule(config: Path, train: Path, epochs: int) -> Dict[str, int]:
-    """Overrides for a run of `epochs`, counted on the corpus actually trained on:
-    warm-up for one epoch (at most a tenth of the run), linear decay to zero at the
-    last step, and at least one evaluation per epoch. For a config's own
-    max_epochs this is the config's schedule."""
-    steps = batches_per_epoch(config, train)
-    every = load_config(config)["training"]["eval_frequency"]
-    return {
-        "training.optimizer.learn_rate.warmup_steps": min(steps, steps * epochs // 10),
-        "training.optimizer.learn_rate.total_steps": steps * epochs,
-        "training.eval_frequency": min(every, steps),
-    }
 
 
 def spacy_ner_config(max_epochs: Optional[int] = None) -> Config:

@@ -33,9 +33,11 @@ import spacy
 from spacy.tokens import DocBin
 from thinc.api import Config
 
+from spacy_flat.schedule import schedule_for
+
 sys.path.insert(0, str(Path(__file__).parent))
 from accuracy import run, splits
-from common import ROOT, SHARED, epoch_schedule, machine
+from common import ROOT, SHARED, machine
 
 # Table 4 of Li et al. 2020: BERT-base (12 layers), not the small model used here.
 PAPER_BERT = {
@@ -51,7 +53,7 @@ def schedule(train: Path, epochs: int) -> Dict[str, object]:
     """The learning-rate schedule both models train with: flat_ner's batches counted
     on the corpus, one epoch of warm-up, decay to zero at the last step."""
     config = ROOT / "configs" / "resume_trf.cfg"
-    return {**epoch_schedule(config, train, epochs), "training.optimizer.learn_rate.initial_rate": TRANSFORMER_RATE}
+    return {**schedule_for(config, train, epochs), "training.optimizer.learn_rate.initial_rate": TRANSFORMER_RATE}
 
 
 def peer_config(model: str, epochs: int) -> Config:

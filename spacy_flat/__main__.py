@@ -1,4 +1,4 @@
-"""Command line: `python -m spacy_flat convert | convert-dataset | evaluate | verify-assets`."""
+"""Command line: `python -m spacy_flat convert | convert-dataset | evaluate | schedule | verify-assets`."""
 
 import argparse
 import sys
@@ -30,10 +30,37 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("output", type=Path)
     evaluate.add_argument("--gpu-id", type=int, default=-1)
     evaluate.add_argument("--samples", type=int, default=30)
+    schedule = commands.add_parser(
+        "schedule", help="count a config's batches on your training data and set its warm-up and decay in epochs"
+    )
+    schedule.add_argument("config", type=Path)
+    schedule.add_argument("train", type=Path, help="the training DocBin")
+    schedule.add_argument("--epochs", type=int, default=0, help="epochs in the run (default: the config's max_epochs)")
+    schedule.add_argument("--output", type=Path, default=None, help="write the config with the schedule set here")
     verify = commands.add_parser("verify-assets", help="check a project's assets against their md5 in project.yml")
     verify.add_argument("project", type=Path)
     verify.add_argument("prefix", help="check the assets whose dest starts with this, e.g. assets/resume/")
     return parser
+
+
+def _schedule(config: Path, train: Path, epochs: int, output: Optional[Path]) -> None:
+    from spacy.util import load_config
+
+    from .schedule import EVAL, TOTAL, WARMUP, apply_overrides, schedule_for
+
+    if not config.exists():
+        raise FlatError(f"{config}: no such config")
+    cfg = load_config(config)
+    epochs = epochs or int(cfg["training"]["max_epochs"])
+    overrides = schedule_for(cfg, train, epochs)
+    print(f"{overrides[TOTAL] // epochs} batches per epoch of {train} with the batcher of {config}; {epochs} epochs")
+    print(f"warm-up {overrides[WARMUP]} steps, rate zero at step {overrides[TOTAL]}, evaluate every {overrides[EVAL]}")
+    if output is None:
+        print(" ".join(f"--{key} {value}" for key, value in overrides.items()))
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        apply_overrides(cfg, {**overrides, "training.max_epochs": epochs}).to_disk(output)
+        print(f"wrote {output}")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -50,6 +77,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             )
         elif args.command == "convert-dataset":
             convert_dataset(args.name, args.assets, args.corpus)
+        elif args.command == "schedule":
+            _schedule(args.config, args.train, args.epochs, args.output)
         elif args.command == "verify-assets":
             for path in verify_assets(args.project, args.prefix):
                 print(f"md5 ok: {path}")

@@ -1,0 +1,102 @@
+"""Learning-rate schedules counted in epochs of the corpus a config trains on.
+
+thinc schedules count optimizer steps and never see the corpus, so a config's
+`warmup_steps` and `total_steps` are right only for the corpus they were counted
+on. With `batch_by_padded` a batch holds as many sentences as fit its padded size,
+so the count depends on sentence lengths: 362 batches make an epoch of Resume,
+216 one of Weibo. A schedule that ends early trains its last epochs at a zero
+rate; one that ends late never decays. This module counts the batches the way
+`spacy train` makes them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, Union
+
+import spacy
+from spacy.tokens import DocBin
+from spacy.util import load_config, registry
+from thinc.api import Config
+
+from .errors import FlatError
+
+WARMUP = "training.optimizer.learn_rate.warmup_steps"
+TOTAL = "training.optimizer.learn_rate.total_steps"
+EVAL = "training.eval_frequency"
+
+
+def _config(config: Union[Path, Config]) -> Config:
+    return load_config(config) if isinstance(config, Path) else config
+
+
+def count_batches(config: Union[Path, Config], train: Path) -> int:
+    """Count the batches the config's `[training.batcher]` makes of a DocBin.
+
+    spaCy shuffles the examples each epoch, and `batch_by_padded` groups by length
+    within its buffer, so an epoch's count can move by a few batches.
+
+    config (Union[Path, Config]): A training config.
+    train (Path): The training DocBin.
+    RETURNS (int): Batches in one epoch.
+    """
+    if not train.exists():
+        raise FlatError(f"{train}: no such training DocBin")
+    batcher = registry.resolve({"batcher": _config(config)["training"]["batcher"]})["batcher"]
+    docs = list(DocBin().from_disk(train).get_docs(spacy.blank("zh").vocab))
+    if not docs:
+        raise FlatError(f"{train}: the DocBin holds no documents")
+    return sum(1 for _ in batcher(docs))
+
+
+def epoch_schedule(steps_per_epoch: int, epochs: int, eval_frequency: int) -> Dict[str, int]:
+    """Overrides for a `warmup_linear.v1` schedule of `epochs` epochs: warm-up for
+    one epoch (at most a tenth of the run, as Table 6's 1-10 epochs of 100), linear
+    decay to zero at the last step, and at least one evaluation per epoch.
+
+    steps_per_epoch (int): Batches in one epoch (`count_batches`).
+    epochs (int): Epochs in the run.
+    eval_frequency (int): The config's evaluation interval, capped at an epoch.
+    RETURNS (Dict[str, int]): Dotted config keys and their values.
+    """
+    if steps_per_epoch < 1 or epochs < 1:
+        raise FlatError(f"a schedule needs at least one step and one epoch (got {steps_per_epoch}, {epochs})")
+    return {
+        WARMUP: min(steps_per_epoch, steps_per_epoch * epochs // 10),
+        TOTAL: steps_per_epoch * epochs,
+        EVAL: min(eval_frequency, steps_per_epoch),
+    }
+
+
+def schedule_for(config: Union[Path, Config], train: Path, epochs: int = 0) -> Dict[str, int]:
+    """The schedule overrides for training `config` on `train`.
+
+    config (Union[Path, Config]): A training config with a `warmup_linear.v1` rate.
+    train (Path): The training DocBin.
+    epochs (int): Epochs in the run; 0 for the config's `max_epochs`.
+    RETURNS (Dict[str, int]): Dotted config keys and their values.
+    """
+    cfg = _config(config)
+    rate = cfg["training"]["optimizer"].get("learn_rate")
+    if not isinstance(rate, dict) or "warmup_steps" not in rate or "total_steps" not in rate:
+        name = config if isinstance(config, Path) else "the config"
+        raise FlatError(
+            f"{name}: [training.optimizer.learn_rate] is not a warm-up schedule with warmup_steps and "
+            "total_steps (such as warmup_linear.v1), so there is no step count to set"
+        )
+    epochs = epochs or int(cfg["training"]["max_epochs"])
+    if epochs < 1:
+        raise FlatError(f"max_epochs is {epochs}; pass the number of epochs the run trains")
+    return epoch_schedule(count_batches(cfg, train), epochs, int(cfg["training"]["eval_frequency"]))
+
+
+def apply_overrides(config: Config, overrides: Dict[str, int]) -> Config:
+    """RETURNS (Config): A copy of `config` with the dotted keys set."""
+    out = Config(config).copy()
+    for key, value in overrides.items():
+        *sections, last = key.split(".")
+        node = out
+        for section in sections:
+            node = node[section]
+        node[last] = value
+    return out

@@ -1,0 +1,77 @@
+"""`python -m spacy_flat schedule`: warm-up and decay counted in epochs of the user's corpus."""
+
+import io
+import math
+from pathlib import Path
+
+import pytest
+from spacy.tokens import DocBin
+from spacy.util import load_config
+
+from spacy_flat.__main__ import main
+from spacy_flat.convert import convert
+from spacy_flat.errors import FlatError
+from spacy_flat.schedule import count_batches, epoch_schedule, schedule_for
+
+from .conftest import ROOT, TINY, tiny_records
+
+RESUME = ROOT / "configs" / "resume.cfg"
+
+
+@pytest.fixture()
+def tiny_corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.spacy"
+    convert(TINY, path, log=io.StringIO())
+    return path
+
+
+def test_count_batches_follows_the_configs_batcher(tiny_corpus: Path):
+    config = load_config(RESUME)
+    config["training"]["batcher"] = {"@batchers": "spacy.batch_by_sequence.v1", "size": 2, "get_length": None}
+    assert count_batches(config, tiny_corpus) == math.ceil(len(tiny_records()) / 2)
+
+
+def test_epoch_schedule_warms_up_one_epoch_and_ends_at_the_last_step():
+    assert epoch_schedule(362, 30, 1000) == {
+        "training.optimizer.learn_rate.warmup_steps": 362,
+        "training.optimizer.learn_rate.total_steps": 10860,
+        "training.eval_frequency": 362,
+    }
+    # A short run warms up for a tenth of it, not a whole epoch.
+    assert epoch_schedule(100, 5, 50)["training.optimizer.learn_rate.warmup_steps"] == 50
+    with pytest.raises(FlatError):
+        epoch_schedule(0, 5, 50)
+
+
+def test_schedule_command_writes_a_config_that_trains_to_a_zero_rate(tiny_corpus: Path, tmp_path: Path, capsys):
+    out = tmp_path / "scheduled.cfg"
+    assert main(["schedule", str(RESUME), str(tiny_corpus), "--epochs", "4", "--output", str(out)]) == 0
+    steps = count_batches(RESUME, tiny_corpus)
+    written = load_config(out)
+    rate = written["training"]["optimizer"]["learn_rate"]
+    assert (rate["warmup_steps"], rate["total_steps"]) == (min(steps, steps * 4 // 10), steps * 4)
+    assert written["training"]["max_epochs"] == 4
+    assert written["training"]["eval_frequency"] == min(steps, load_config(RESUME)["training"]["eval_frequency"])
+    assert f"{steps} batches per epoch" in capsys.readouterr().out
+    # Everything else is the original config.
+    written["training"] = load_config(RESUME)["training"]
+    assert written == load_config(RESUME)
+
+
+def test_schedule_command_prints_train_overrides(tiny_corpus: Path, capsys):
+    assert main(["schedule", str(RESUME), str(tiny_corpus)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("--training.optimizer.learn_rate.warmup_steps ")
+
+
+def test_schedule_errors_name_the_file(tiny_corpus: Path, tmp_path: Path, capsys):
+    assert main(["schedule", str(RESUME), str(tmp_path / "missing.spacy")]) == 1
+    assert "missing.spacy: no such training DocBin" in capsys.readouterr().err
+    empty = tmp_path / "empty.spacy"
+    DocBin().to_disk(empty)
+    with pytest.raises(FlatError, match=r"empty\.spacy: the DocBin holds no documents"):
+        count_batches(RESUME, empty)
+    config = load_config(RESUME)
+    config["training"]["optimizer"]["learn_rate"] = 0.001
+    with pytest.raises(FlatError, match="not a warm-up schedule"):
+        schedule_for(config, tiny_corpus)
