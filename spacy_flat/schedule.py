@@ -42,10 +42,19 @@ def count_batches(config: Union[Path, Config], train: Path) -> int:
     """
     if not train.exists():
         raise FlatError(f"{train}: no such training DocBin")
-    batcher = registry.resolve({"batcher": _config(config)["training"]["batcher"]})["batcher"]
-    docs = list(DocBin().from_disk(train).get_docs(spacy.blank("zh").vocab))
-    if not docs:
+    cfg = _config(config)
+    batcher = registry.resolve({"batcher": cfg["training"]["batcher"]})["batcher"]
+    # spacy train batches Examples whose length is that of `nlp.make_doc(text)`,
+    # so a word segmenter makes fewer, longer-text batches than the characters.
+    nlp = spacy.blank(cfg["nlp"]["lang"], config={"nlp": {"tokenizer": cfg["nlp"]["tokenizer"]}})
+    texts = [doc.text for doc in DocBin().from_disk(train).get_docs(nlp.vocab)]
+    if not texts:
         raise FlatError(f"{train}: the DocBin holds no documents")
+    try:
+        docs = [nlp.make_doc(text) for text in texts]
+    except Exception as err:  # e.g. a pkuseg segmenter, which needs its model from [initialize]
+        msg = f"the config's tokenizer cannot run before initialization, so batches cannot be counted: {err}"
+        raise FlatError(msg) from err
     return sum(1 for _ in batcher(docs))
 
 

@@ -75,3 +75,12 @@ def test_schedule_errors_name_the_file(tiny_corpus: Path, tmp_path: Path, capsys
     config["training"]["optimizer"]["learn_rate"] = 0.001
     with pytest.raises(FlatError, match="not a warm-up schedule"):
         schedule_for(config, tiny_corpus)
+
+
+def test_count_batches_uses_the_configs_tokenizer(tiny_corpus: Path):
+    """Examples are as long as `nlp.make_doc(text)`: jieba's words, not characters."""
+    config = load_config(RESUME)
+    config["training"]["batcher"]["size"] = 40
+    by_char = count_batches(config, tiny_corpus)
+    config["nlp"]["tokenizer"]["segmenter"] = "jieba"
+    assert count_batches(config, tiny_corpus) < by_char
