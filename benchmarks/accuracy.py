@@ -8,6 +8,7 @@ initialization; mean and spread are reported.
     python benchmarks/accuracy.py weibo --peer            # also train spaCy's ner
     python benchmarks/accuracy.py weibo --seeds 0 1 2 --peer --peer-seeds 0
     python benchmarks/accuracy.py weibo --lexicon w2v     # the shared word2vec words and vectors
+    python benchmarks/accuracy.py weibo --lexicon w2v --normalize  # pretrained vectors at unit length
     python benchmarks/accuracy.py weibo --set components.flat_ner.model.bigram_rows=50000
     python benchmarks/accuracy.py msra --epochs 1 --peer-only --peer-set training.eval_frequency=1000
 """
@@ -43,6 +44,21 @@ LEXICONS = {
         }
     },
 }
+
+
+def normalized(lexicon: Optional[str]) -> dict:
+    """Overrides that scale the pretrained character (and word) vectors to unit length."""
+    out: dict = {
+        "initialize.components.flat_ner.char_vectors": {"@misc": "spacy-flat.lac_char_vectors.v1", "normalize": True}
+    }
+    if lexicon:
+        out["initialize.components.flat_ner.lexicon"] = {
+            **LEXICONS[lexicon]["initialize.components.flat_ner.lexicon"],
+            "normalize": True,
+        }
+    return out
+
+
 ABLATIONS = {
     "msm": {"components.flat_ner.model.mask_self_matched": True},
     "mld": {"components.flat_ner.model.max_distance": 10},
@@ -106,6 +122,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--ablation", choices=sorted(ABLATIONS), default=None)
     parser.add_argument("--lexicon", choices=sorted(LEXICONS), default=None, help="instead of jieba's dict.txt")
+    parser.add_argument(
+        "--normalize", action="store_true", help="unit-length pretrained vectors (characters and lexicon words)"
+    )
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON", help="more config overrides for flat_ner")
     parser.add_argument("--peer", action="store_true", help="also train spaCy's ner on the same data")
     parser.add_argument("--peer-seeds", type=int, nargs="+", default=None, help="seeds for the peer (default: --seeds)")
@@ -121,12 +140,14 @@ def main() -> None:
         lexicon = "shared w2v lexicon (125,796 words, 100d vectors)" if args.lexicon else "jieba lexicon"
         settings = dict(item.split("=", 1) for item in args.set)
         label = f"flat_ner, {lexicon} + LAC chars{f' ({args.ablation})' if args.ablation else ''}"
+        label += ", unit-length vectors" if args.normalize else ""
         label += "".join(f", {k.rsplit('.', 1)[-1]}={v}" for k, v in settings.items())
         extra = {
             # The config's schedule is for its own max_epochs; a shorter run decays to zero at its own end.
             **schedule_for(config, data["train"], args.epochs),
             **ABLATIONS.get(args.ablation or "", {}),
             **LEXICONS.get(args.lexicon or "", {}),
+            **(normalized(args.lexicon) if args.normalize else {}),
             **{k: json.loads(v) for k, v in settings.items()},
         }
         if not args.peer_only:

@@ -229,6 +229,22 @@ def _read_word2vec_text(
     return words, _stack(rows, width or 0), report
 
 
+def unit_rows(table: numpy.ndarray) -> numpy.ndarray:
+    """Scale every row to unit L2 norm, as the original FLAT code does with its
+    pretrained tables (`norm_embed`, `norm_lattice_embed`).
+
+    Pretrained norms vary widely (LAC characters: 0.6 to 18; the shared word2vec
+    words: about 27) while the learned embeddings start near 1. Unit rows keep
+    the pretrained part from swamping the rest and let Adam's fixed-size steps
+    move it. Zero rows stay zero.
+
+    table (numpy.ndarray): (rows, width) vectors.
+    RETURNS (numpy.ndarray): A float32 copy with unit-norm rows.
+    """
+    norms = numpy.linalg.norm(table, axis=1, keepdims=True)
+    return (table / numpy.maximum(norms, 1e-12)).astype("float32")
+
+
 def _stack(rows: List[numpy.ndarray], width: int) -> numpy.ndarray:
     if not rows:
         return numpy.zeros((0, width), dtype="float32")
@@ -300,12 +316,13 @@ def create_jieba_lexicon() -> Callable[[], Lexicon]:
 
 
 @registry.misc("spacy-flat.word2vec_lexicon.v1")
-def create_word2vec_lexicon(path: str, binary: Optional[bool] = None) -> Callable[[], Lexicon]:
-    """A lexicon with vectors from a word2vec file (text or binary)."""
+def create_word2vec_lexicon(path: str, binary: Optional[bool] = None, normalize: bool = False) -> Callable[[], Lexicon]:
+    """A lexicon with vectors from a word2vec file (text or binary); `normalize`
+    scales each vector to unit length."""
 
     def load() -> Lexicon:
         words, vectors, _ = read_word2vec(path, binary=binary)
-        return Lexicon(words, vectors)
+        return Lexicon(words, unit_rows(vectors) if normalize else vectors)
 
     return load
 
@@ -322,23 +339,29 @@ def create_word_list_lexicon(path: str, column: int = 0) -> Callable[[], Lexicon
 
 
 @registry.misc("spacy-flat.lac_char_vectors.v1")
-def create_lac_char_vectors(directory: Optional[str] = None) -> Callable[[], Tuple[CharVocab, numpy.ndarray]]:
-    """The default character vectors: Baidu LAC's table bundled with jieba."""
+def create_lac_char_vectors(
+    directory: Optional[str] = None, normalize: bool = False
+) -> Callable[[], Tuple[CharVocab, numpy.ndarray]]:
+    """The default character vectors: Baidu LAC's table bundled with jieba;
+    `normalize` scales each row to unit length."""
 
     def load() -> Tuple[CharVocab, numpy.ndarray]:
-        return read_lac_char_table(directory)
+        vocab, table = read_lac_char_table(directory)
+        return vocab, unit_rows(table) if normalize else table
 
     return load
 
 
 @registry.misc("spacy-flat.word2vec_char_vectors.v1")
 def create_word2vec_char_vectors(
-    path: str, binary: Optional[bool] = None
+    path: str, binary: Optional[bool] = None, normalize: bool = False
 ) -> Callable[[], Tuple[CharVocab, numpy.ndarray]]:
     """Character vectors from the single characters of a word2vec file; set the
-    model's char_width to the file's width."""
+    model's char_width to the file's width. `normalize` scales each row to unit
+    length."""
 
     def load() -> Tuple[CharVocab, numpy.ndarray]:
-        return read_word2vec_chars(path, binary=binary)
+        vocab, table = read_word2vec_chars(path, binary=binary)
+        return vocab, unit_rows(table) if normalize else table
 
     return load

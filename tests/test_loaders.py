@@ -7,7 +7,16 @@ import numpy
 import pytest
 
 from spacy_flat.errors import LexiconError
-from spacy_flat.loaders import read_lac_char_table, read_word2vec, read_word2vec_chars, read_word_list
+from spacy_flat.loaders import (
+    create_lac_char_vectors,
+    create_word2vec_char_vectors,
+    create_word2vec_lexicon,
+    read_lac_char_table,
+    read_word2vec,
+    read_word2vec_chars,
+    read_word_list,
+    unit_rows,
+)
 
 from .conftest import SHARED, needs_shared
 
@@ -113,3 +122,26 @@ def test_shared_word2vec_file_loads():
     assert vectors.shape == (len(words), 100)
     assert report.read == 125_796
     assert report.kept + sum(report.repairs.values()) == report.read
+
+
+def test_unit_rows_keeps_direction_and_zero_rows():
+    table = numpy.array([[3.0, 4.0], [0.0, 0.0], [0.0, -2.0]], dtype="float32")
+    unit = unit_rows(table)
+    assert numpy.allclose(unit, [[0.6, 0.8], [0.0, 0.0], [0.0, -1.0]])
+    assert unit.dtype == numpy.float32
+
+
+def test_normalize_option_of_each_pretrained_loader(tmp_path):
+    rows = [("北", [3.0, 4.0]), ("北京", [30.0, 40.0]), ("上海", [0.0, 5.0])]
+    write_binary(tmp_path / "v.bin", rows)
+    lexicon = create_word2vec_lexicon(str(tmp_path / "v.bin"), normalize=True)()
+    assert numpy.allclose(numpy.linalg.norm(lexicon.vectors, axis=1), 1.0)
+    raw = create_word2vec_lexicon(str(tmp_path / "v.bin"))()
+    assert numpy.allclose(numpy.linalg.norm(raw.vectors, axis=1), [50.0, 5.0])
+    _, chars = create_word2vec_char_vectors(str(tmp_path / "v.bin"), normalize=True)()
+    assert numpy.allclose(numpy.linalg.norm(chars, axis=1), 1.0)
+    vocab, lac = create_lac_char_vectors(normalize=True)()
+    _, lac_raw = read_lac_char_table()
+    assert numpy.allclose(numpy.linalg.norm(lac, axis=1), 1.0, atol=1e-5)
+    row = vocab.row("京")
+    assert numpy.allclose(lac[row], lac_raw[row] / numpy.linalg.norm(lac_raw[row]), atol=1e-6)
