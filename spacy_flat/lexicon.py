@@ -9,6 +9,7 @@ import numpy
 import srsly
 
 from .errors import LexiconError
+from .vectors import unit_rows
 
 
 class Lexicon:
@@ -26,6 +27,7 @@ class Lexicon:
         vectors: Optional[numpy.ndarray] = None,
         *,
         vector_width: Optional[int] = None,
+        normalize: bool = False,
     ) -> None:
         """Create a lexicon.
 
@@ -33,7 +35,10 @@ class Lexicon:
         vectors (Optional[numpy.ndarray]): One row per word in `words`, or None.
         vector_width (Optional[int]): Width of the vectors when `vectors` is None
             but vectors will be added later; 0 or None for a lexicon without vectors.
+        normalize (bool): Scale every vector to unit length, also those added
+            later, so words added after training match what the model saw.
         """
+        self.normalize = normalize
         self._index: Dict[str, int] = {}
         self._words: List[str] = []
         word_list = list(words)
@@ -50,7 +55,8 @@ class Lexicon:
                 rows.append(i)
         self._vectors = numpy.zeros((len(self._words), self.vector_width), dtype="float32")
         if vectors is not None and rows:
-            self._vectors[:] = vectors[numpy.asarray(rows)]
+            kept = vectors[numpy.asarray(rows)]
+            self._vectors[:] = unit_rows(kept) if normalize else kept
         self._has_vector = numpy.full(len(self._words), vectors is not None, dtype=bool)
         self._automaton: Optional[ahocorasick.Automaton] = None
 
@@ -93,6 +99,8 @@ class Lexicon:
                     f"Vector for {word!r} has width {vector.shape[0]}, "
                     f"the lexicon's vectors have width {self.vector_width}"
                 )
+            if self.normalize:
+                vector = unit_rows(vector[None])[0]
         row = self._index.get(word)
         if row is None:
             row = len(self._words)
@@ -147,6 +155,7 @@ class Lexicon:
                 "vector_width": self.vector_width,
                 "vectors": self._vectors.astype("<f4").tobytes(),
                 "has_vector": numpy.packbits(self._has_vector).tobytes(),
+                "normalize": self.normalize,
             }
         )
 
@@ -164,9 +173,13 @@ class Lexicon:
             width = int(msg["vector_width"])
             vectors = numpy.frombuffer(msg["vectors"], dtype="<f4").reshape(len(words), width)
             has_vector = numpy.unpackbits(numpy.frombuffer(msg["has_vector"], dtype="uint8"))
+            # Absent in lexicons saved before the option existed.
+            normalize = bool(msg.get("normalize", False))
         except Exception as err:  # any decoding failure means a damaged file
             raise LexiconError(f"Damaged lexicon in {source}: {err}") from err
+        # The stored rows are already scaled; the flag applies to words added later.
         lexicon = cls(words, vectors.astype("float32"))
+        lexicon.normalize = normalize
         if len(lexicon) != len(words):
             raise LexiconError(f"Damaged lexicon in {source}: duplicate or short words")
         lexicon._has_vector = has_vector[: len(words)].astype(bool)

@@ -17,6 +17,7 @@ from spacy.util import registry
 from .char_vocab import CharVocab
 from .errors import LexiconError
 from .lexicon import Lexicon
+from .vectors import unit_rows
 
 logger = logging.getLogger("spacy_flat")
 
@@ -229,22 +230,6 @@ def _read_word2vec_text(
     return words, _stack(rows, width or 0), report
 
 
-def unit_rows(table: numpy.ndarray) -> numpy.ndarray:
-    """Scale every row to unit L2 norm, as the original FLAT code does with its
-    pretrained tables (`norm_embed`, `norm_lattice_embed`).
-
-    Pretrained norms vary widely (LAC characters: 0.6 to 18; the shared word2vec
-    words: about 27) while the learned embeddings start near 1. Unit rows keep
-    the pretrained part from swamping the rest and let Adam's fixed-size steps
-    move it. Zero rows stay zero.
-
-    table (numpy.ndarray): (rows, width) vectors.
-    RETURNS (numpy.ndarray): A float32 copy with unit-norm rows.
-    """
-    norms = numpy.linalg.norm(table, axis=1, keepdims=True)
-    return (table / numpy.maximum(norms, 1e-12)).astype("float32")
-
-
 def _stack(rows: List[numpy.ndarray], width: int) -> numpy.ndarray:
     if not rows:
         return numpy.zeros((0, width), dtype="float32")
@@ -322,7 +307,7 @@ def create_word2vec_lexicon(path: str, binary: Optional[bool] = None, normalize:
 
     def load() -> Lexicon:
         words, vectors, _ = read_word2vec(path, binary=binary)
-        return Lexicon(words, unit_rows(vectors) if normalize else vectors)
+        return Lexicon(words, vectors, normalize=normalize)
 
     return load
 

@@ -7,6 +7,7 @@ import numpy
 import pytest
 
 from spacy_flat.errors import LexiconError
+from spacy_flat.lexicon import Lexicon
 from spacy_flat.loaders import (
     create_lac_char_vectors,
     create_word2vec_char_vectors,
@@ -15,8 +16,8 @@ from spacy_flat.loaders import (
     read_word2vec,
     read_word2vec_chars,
     read_word_list,
-    unit_rows,
 )
+from spacy_flat.vectors import unit_rows
 
 from .conftest import SHARED, needs_shared
 
@@ -136,8 +137,17 @@ def test_normalize_option_of_each_pretrained_loader(tmp_path):
     write_binary(tmp_path / "v.bin", rows)
     lexicon = create_word2vec_lexicon(str(tmp_path / "v.bin"), normalize=True)()
     assert numpy.allclose(numpy.linalg.norm(lexicon.vectors, axis=1), 1.0)
+    # A word added later is scaled like the rest, also after a save and load.
+    lexicon.add("广州", [0.0, 7.0])
+    assert numpy.allclose(lexicon.vectors[lexicon.index("广州")], [0.0, 1.0])
+    reloaded = Lexicon.from_bytes(lexicon.to_bytes())
+    reloaded.add("深圳", [6.0, 8.0])
+    assert numpy.allclose(reloaded.vectors[reloaded.index("深圳")], [0.6, 0.8])
+    assert numpy.allclose(reloaded.vectors[reloaded.index("北京")], [0.6, 0.8])
     raw = create_word2vec_lexicon(str(tmp_path / "v.bin"))()
     assert numpy.allclose(numpy.linalg.norm(raw.vectors, axis=1), [50.0, 5.0])
+    raw.add("广州", [0.0, 7.0])
+    assert numpy.allclose(raw.vectors[raw.index("广州")], [0.0, 7.0])
     _, chars = create_word2vec_char_vectors(str(tmp_path / "v.bin"), normalize=True)()
     assert numpy.allclose(numpy.linalg.norm(chars, axis=1), 1.0)
     vocab, lac = create_lac_char_vectors(normalize=True)()
