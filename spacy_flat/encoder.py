@@ -120,6 +120,7 @@ class FlatTagger(nn.Module):
         word_rows: int = 50000,
         bigram_width: int = 0,
         bigram_rows: int = 0,
+        bigram_vectors: bool = False,
         embed_dropout: float = 0.5,
         dropout: float = 0.15,
         attention_dropout: float = 0.0,
@@ -135,6 +136,9 @@ class FlatTagger(nn.Module):
         self.char_width = char_width
         self.use_char_embeddings = use_char_embeddings
         self.bigram_width = bigram_width if bigram_rows > 0 else 0
+        self.use_bigram_vectors = bigram_vectors
+        # Width of the pretrained bigram vectors (the lexicon's), set by configure.
+        self.bigram_vector_width = 0
         # Width of per-character features from outside (a transformer), set by configure.
         self.feature_width = 0
         self.word_width = word_width
@@ -170,10 +174,13 @@ class FlatTagger(nn.Module):
     ) -> None:
         """Set the data-dependent shapes. Reinitializes the affected layers."""
         device = self.output.weight.device
-        if feature_width != self.feature_width:
-            self.feature_width = feature_width
-            if not self._char_input_width():
-                raise ValueError("FLAT needs character embeddings, bigrams or transformer features")
+        if self.use_bigram_vectors and not vector_width:
+            raise ValueError("bigram_vectors = true needs a lexicon with vectors, e.g. spacy-flat.word2vec_lexicon.v1")
+        self.feature_width = feature_width
+        self.bigram_vector_width = vector_width if self.use_bigram_vectors else 0
+        if not self._char_input_width():
+            raise ValueError("FLAT needs character embeddings, bigrams or transformer features")
+        if self.char_proj.in_features != self._char_input_width():
             self.char_proj = nn.Linear(self._char_input_width(), self.width).to(device)
         if self.char_embed.num_embeddings != n_chars:
             self.char_embed = nn.Embedding(n_chars, self.char_width).to(device)
@@ -185,7 +192,8 @@ class FlatTagger(nn.Module):
         self.crf = ConstrainedCRF(n_tags, transitions, starts, ends).to(device)
 
     def _char_input_width(self) -> int:
-        return self.bigram_width + self.feature_width + (self.char_width if self.use_char_embeddings else 0)
+        chars = self.char_width if self.use_char_embeddings else 0
+        return chars + self.bigram_width + self.bigram_vector_width + self.feature_width
 
     def set_char_vectors(self, table: torch.Tensor) -> None:
         """Initialize the character embeddings from a pretrained table."""
@@ -205,6 +213,7 @@ class FlatTagger(nn.Module):
         bigram_hashes: Optional[torch.Tensor] = None,
         word_vectors: Optional[torch.Tensor] = None,
         char_features: Optional[torch.Tensor] = None,
+        bigram_vectors: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """Emission scores for every character.
 
@@ -213,14 +222,18 @@ class FlatTagger(nn.Module):
         heads, tails (B, n): token spans; characters first in each row, then words.
         char_index (N_c,), word_index (N_w,): flat positions in (B * n) of each.
         token_mask (B, n): real tokens. char_mask (B, n_chars_max): real characters.
-        bigram_hashes (N_c, k), word_vectors (N_w, vector_width) and
-            char_features (N_c, feature_width): optional.
+        bigram_hashes (N_c, k), word_vectors (N_w, vector_width),
+            char_features (N_c, feature_width) and bigram_vectors (N_c, vector_width): optional.
         RETURNS (torch.Tensor): (B, n_chars_max, n_tags) emissions.
         """
         batch, n = heads.shape
         parts = [self.char_embed(char_rows)] if self.use_char_embeddings else []
         if self.bigram_embed is not None and bigram_hashes is not None:
             parts.append(self.bigram_embed(bigram_hashes))
+        if self.bigram_vector_width:
+            if bigram_vectors is None:
+                raise ValueError("this FLAT model expects a bigram vector for every character")
+            parts.append(bigram_vectors)
         if self.feature_width:
             if char_features is None:
                 raise ValueError("this FLAT model expects transformer features for every character")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import ahocorasick
 import numpy
@@ -82,6 +82,11 @@ class Lexicon:
     def index(self, word: str) -> int:
         """RETURNS (int): The row of `word`. Raises KeyError if it is absent."""
         return self._index[word]
+
+    def rows_of(self, items: Sequence[str]) -> numpy.ndarray:
+        """RETURNS (numpy.ndarray): The row of each item, -1 where it is absent."""
+        index = self._index
+        return numpy.fromiter((index.get(item, -1) for item in items), dtype="int64", count=len(items))
 
     def add(self, word: str, vector: Optional[numpy.ndarray] = None) -> int:
         """Add a word, or set the vector of a word already present.

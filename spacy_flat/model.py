@@ -49,6 +49,7 @@ def build_flat_tagger(
     word_rows: int = 20000,
     bigram_width: int = 0,
     bigram_rows: int = 0,
+    bigram_vectors: bool = False,
     max_words: int = -1,
     embed_dropout: float = 0.5,
     dropout: float = 0.15,
@@ -70,6 +71,9 @@ def build_flat_tagger(
         vectors given at initialization (jieba's LAC table: 128).
     word_width (int), word_rows (int): Word bloom-embedding width and rows.
     bigram_width (int), bigram_rows (int): Character-bigram embeddings; 0 rows for none.
+    bigram_vectors (bool): Also give each character the lexicon's vector of its
+        bigram (zeros where the lexicon has none), as the paper's pretrained
+        bigram embeddings; needs a lexicon with vectors.
     max_words (int): Cap on lattice words per text; -1 for none.
     embed_dropout (float), dropout (float), attention_dropout (float),
     output_dropout (float): Dropout rates (paper: 0.5 embeddings, 0.3 output).
@@ -89,6 +93,7 @@ def build_flat_tagger(
         word_rows=word_rows,
         bigram_width=bigram_width,
         bigram_rows=bigram_rows,
+        bigram_vectors=bigram_vectors,
         embed_dropout=embed_dropout,
         dropout=dropout,
         attention_dropout=attention_dropout,
@@ -99,7 +104,7 @@ def build_flat_tagger(
         head_only=head_only,
     )
     features, tagger = _features_and_tagger(
-        module, word_rows, bigram_rows, max_words, mixed_precision, grad_scaler_config
+        module, word_rows, bigram_rows, bigram_vectors, max_words, mixed_precision, grad_scaler_config
     )
     model: Model[InT, OutT] = chain(features, tagger)
     model.set_ref("features", features)
@@ -121,6 +126,7 @@ def build_flat_transformer_tagger(
     word_rows: int = 20000,
     bigram_width: int = 0,
     bigram_rows: int = 0,
+    bigram_vectors: bool = False,
     max_words: int = -1,
     embed_dropout: float = 0.5,
     dropout: float = 0.15,
@@ -155,6 +161,7 @@ def build_flat_transformer_tagger(
         word_rows=word_rows,
         bigram_width=bigram_width,
         bigram_rows=bigram_rows,
+        bigram_vectors=bigram_vectors,
         embed_dropout=embed_dropout,
         dropout=dropout,
         attention_dropout=attention_dropout,
@@ -166,7 +173,14 @@ def build_flat_transformer_tagger(
         use_char_embeddings=use_char_embeddings,
     )
     features, tagger = _features_and_tagger(
-        module, word_rows, bigram_rows, max_words, mixed_precision, grad_scaler_config, learn_rate_scale
+        module,
+        word_rows,
+        bigram_rows,
+        bigram_vectors,
+        max_words,
+        mixed_precision,
+        grad_scaler_config,
+        learn_rate_scale,
     )
     model: Model[InT, OutT] = Model(
         "flat_transformer",
@@ -184,6 +198,7 @@ def _features_and_tagger(
     module: FlatTagger,
     word_rows: int,
     bigram_rows: int,
+    bigram_vectors: bool,
     max_words: int,
     mixed_precision: bool,
     grad_scaler_config: Optional[Dict[str, Any]],
@@ -195,6 +210,7 @@ def _features_and_tagger(
         attrs={
             "word_rows": word_rows,
             "bigram_rows": bigram_rows,
+            "bigram_vectors": bigram_vectors,
             "max_words": max_words,
             "lexicon": None,
             "char_vocab": None,
@@ -287,6 +303,8 @@ def _featurize_forward(model: Model[InT, FlatBatch], docs: InT, is_train: bool) 
         word_rows=model.attrs["word_rows"],
         bigram_rows=model.attrs["bigram_rows"],
         max_words=model.attrs["max_words"],
+        # Absent from models built before the option existed.
+        bigram_vectors=model.attrs.get("bigram_vectors", False),
     )
     return batch, lambda d_batch: []
 
@@ -312,6 +330,7 @@ def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[Arg
         "char_mask": tensor(batch.char_mask),
         "bigram_hashes": tensor(batch.bigram_hashes),
         "word_vectors": tensor(batch.word_vectors),
+        "bigram_vectors": tensor(batch.bigram_vectors),
     }
     if batch.char_features is not None:
         kwargs["char_features"] = xp2torch(batch.char_features, requires_grad=is_train, device=device)

@@ -41,6 +41,7 @@ word_width = 64
 word_rows = 20000
 bigram_width = 0
 bigram_rows = 0
+bigram_vectors = false
 max_words = -1
 embed_dropout = 0.5
 dropout = 0.15

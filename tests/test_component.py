@@ -210,6 +210,46 @@ def test_word2vec_lexicon_trains_with_its_vectors_and_round_trips(tmp_path):
         assert ents(loaded(text)) == ents(nlp(text))
 
 
+def test_bigram_vectors_widen_the_character_input_learn_and_round_trip(tmp_path):
+    """bigram_vectors: the lexicon's vector of each character's bigram joins the
+    character input; the saved pipeline needs no vector file, and a lexicon
+    without vectors is refused at initialize."""
+    import numpy
+    import torch
+    from spacy.util import fix_random_seed
+
+    from spacy_flat.lexicon import Lexicon
+    from spacy_flat.model import torch_module
+
+    from .conftest import SMALL_WORDS
+
+    config = small_config()
+    config["model"]["bigram_vectors"] = True
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=config)
+    examples = tiny_examples(nlp)
+    with pytest.raises(ValueError, match="bigram_vectors = true needs a lexicon with vectors"):
+        ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    rng = numpy.random.default_rng(0)
+    vectors = rng.normal(size=(len(SMALL_WORDS), 6)).astype("float32")
+    fix_random_seed(0)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=lambda: Lexicon(SMALL_WORDS, vectors))
+    module = torch_module(ner.model)
+    assert module.char_proj.in_features == module.char_width + 6
+    bigram_columns = module.char_proj.weight[:, module.char_width :].detach().clone()
+    optimizer = nlp.create_optimizer()
+    for _ in range(60):
+        nlp.update(examples, sgd=optimizer)
+    assert not torch.equal(bigram_columns, module.char_proj.weight[:, module.char_width :].detach())
+    texts = [r["text"] for r in tiny_records()]
+    assert sum(ents(nlp(t)) == ents(eg.reference) for t, eg in zip(texts, examples)) >= len(texts) // 2
+    nlp.to_disk(tmp_path / "pipeline")
+    loaded = spacy.load(tmp_path / "pipeline")
+    assert torch_module(loaded.get_pipe("flat_ner").model).char_proj.in_features == module.char_width + 6
+    for text in texts:
+        assert ents(loaded(text)) == ents(nlp(text))
+
+
 def test_word2vec_char_vectors_set_the_table_and_need_a_matching_width(tmp_path):
     """Character vectors from a word2vec file (the paper's Giga vectors are one):
     the table is copied in at initialize, the width must match char_width, and
