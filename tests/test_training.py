@@ -53,10 +53,12 @@ def test_config_schedule_is_counted_in_epochs_of_its_corpus(name: str):
     assert config["training"]["eval_frequency"] <= per_epoch * 1.05
 
 
-def test_spacy_train_runs_and_saves_a_loadable_pipeline(tmp_path: Path):
+def _tiny_training(tmp_path: Path) -> dict:
+    """Overrides for a 3-step `spacy train` of a small model on the tiny corpus."""
     corpus = tmp_path / "tiny.spacy"
     convert(TINY, corpus, log=io.StringIO())
-    overrides = {
+    (tmp_path / "words.txt").write_text("北京大学\n上海\n华为公司\n", encoding="utf8")
+    return {
         "paths.train": str(corpus),
         "paths.dev": str(corpus),
         "training.max_steps": 3,
@@ -70,12 +72,34 @@ def test_spacy_train_runs_and_saves_a_loadable_pipeline(tmp_path: Path):
             "path": str(tmp_path / "words.txt"),
         },
     }
-    (tmp_path / "words.txt").write_text("北京大学\n上海\n华为公司\n", encoding="utf8")
-    train(ROOT / "configs" / "resume.cfg", tmp_path / "out", overrides=overrides)
+
+
+def test_spacy_train_runs_and_saves_a_loadable_pipeline(tmp_path: Path):
+    train(ROOT / "configs" / "resume.cfg", tmp_path / "out", overrides=_tiny_training(tmp_path))
     nlp = spacy.load(tmp_path / "out" / "model-last")
     assert nlp.pipe_names == ["flat_ner"]
     assert len(nlp.get_pipe("flat_ner").lexicon) == 3
     nlp("张伟毕业于北京大学。")
+
+
+def test_spacy_train_continues_a_trained_pipeline_from_source(tmp_path: Path):
+    """`[components.flat_ner] source = ...` trains a saved model further: its
+    lexicon, characters and weights are kept (the config's [initialize] lexicon,
+    jieba's, is not loaded) and the weights move on."""
+    overrides = _tiny_training(tmp_path)
+    train(ROOT / "configs" / "resume.cfg", tmp_path / "first", overrides=overrides)
+    config = load_config(ROOT / "configs" / "resume.cfg")
+    config["components"]["flat_ner"] = {"source": str(tmp_path / "first" / "model-last")}
+    config.to_disk(tmp_path / "continue.cfg")
+    plain = {k: v for k, v in overrides.items() if k.startswith(("paths", "training"))}
+    train(tmp_path / "continue.cfg", tmp_path / "second", overrides=plain)
+    first, second = (spacy.load(tmp_path / run / "model-last").get_pipe("flat_ner") for run in ("first", "second"))
+    assert second.lexicon is not None and list(second.lexicon) == ["北京大学", "上海", "华为公司"]
+    assert second.labels == first.labels
+    before = dict(first.model.get_ref("tagger").shims[0]._model.named_parameters())
+    after = dict(second.model.get_ref("tagger").shims[0]._model.named_parameters())
+    assert before.keys() == after.keys()
+    assert any(not numpy.array_equal(before[k].detach().numpy(), after[k].detach().numpy()) for k in before)
 
 
 def test_parameter_averages_are_used_for_evaluation_and_saving(tmp_path: Path):
