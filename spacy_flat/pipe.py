@@ -5,8 +5,9 @@ It works in character offsets throughout (lattice, gold, output), so it runs in
 """
 
 import logging
+import warnings
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy
 import srsly
@@ -136,6 +137,8 @@ class FlatNER(TrainablePipe):
         self._tag_set = TagSet([])
         # Spans that could not be placed on token boundaries, since creation.
         self.alignment_report: Dict[str, int] = {"exact": 0, "snapped": 0, "dropped": 0}
+        # Gold labels met in training that the model has no tags for, already warned about.
+        self._unknown_labels: Set[str] = set()
 
     # -- labels -----------------------------------------------------------
 
@@ -198,6 +201,7 @@ class FlatNER(TrainablePipe):
         if not labels:
             raise ValueError("flat_ner found no entity labels: the training data has no entities")
         self.cfg["labels"] = sorted(set(labels))
+        self._unknown_labels = set()
         self.lexicon = (lexicon or create_jieba_lexicon())()
         char_vocab, table = (char_vectors or create_lac_char_vectors())()
         module = torch_module(self.model)
@@ -368,9 +372,11 @@ class FlatNER(TrainablePipe):
             full = doc.text  # rebuilt from every token on each access: read it once
             if not full:
                 continue
-            spans = [
-                (e.start_char, e.end_char, e.label_) for e in eg.reference.ents if e.label_ in self._tag_set.labels
-            ]
+            spans = [(e.start_char, e.end_char, e.label_) for e in eg.reference.ents]
+            unknown = {lab for _, _, lab in spans if lab not in self._tag_set.labels}
+            if unknown:
+                self._warn_unknown_labels(unknown)
+                spans = [span for span in spans if span[2] not in unknown]
             for window in self._windows(full, [(s, e) for s, e, _ in spans]):
                 a, b = window.own_start, window.own_end
                 text = full[a:b]
@@ -380,6 +386,18 @@ class FlatNER(TrainablePipe):
                 segments.append(doc if (a, b) == (0, len(full)) else _text_doc(doc.vocab, text))
                 gold.append(self._tag_set.encode(inside, len(text)))
         return segments, gold
+
+    def _warn_unknown_labels(self, labels: Set[str]) -> None:
+        new = labels - self._unknown_labels
+        if new:
+            # Said once per label: a sourced model trained on data with other labels
+            # would otherwise skip those entities without a word.
+            self._unknown_labels |= new
+            warnings.warn(
+                f"'{self.name}' skips gold entities labelled {sorted(new)}: it has tags only for "
+                f"{list(self.labels)}. Initialize it again (not from source) to learn new labels.",
+                stacklevel=3,
+            )
 
     def get_loss(self, examples: Iterable[Example], scores: Floats3d) -> Tuple[float, Floats3d]:
         """CRF loss and gradient of `scores` for the examples' reference entities."""

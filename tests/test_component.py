@@ -1,6 +1,7 @@
 """The flat_ner component: creation, training, prediction, serialization."""
 
 import pickle
+import warnings
 
 import pytest
 import spacy
@@ -317,3 +318,20 @@ def test_weights_saved_from_cuda_load_on_a_machine_without_cuda(trained_nlp, tmp
     loaded = spacy.load(tmp_path / "pipeline")
     for rec in tiny_records():
         assert ents(loaded(rec["text"])) == ents(trained_nlp(rec["text"]))
+
+
+def test_training_on_labels_the_model_lacks_warns_once_per_label():
+    """A sourced model trained on data with other labels skips those entities,
+    and says so instead of losing them silently."""
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=small_config())
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    text = "张伟教授在北京大学读书。"
+    entities = [(0, 2, "PER"), (2, 4, "TITLE"), (5, 9, "SCHOOL")]
+    eg = Example.from_dict(nlp.make_doc(text), {"entities": entities})
+    with pytest.warns(UserWarning, match=r"skips gold entities labelled \['SCHOOL', 'TITLE'\]"):
+        nlp.update([eg], sgd=nlp.resume_training())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nlp.update([eg], sgd=nlp.resume_training())
