@@ -1,4 +1,4 @@
-"""A linear-chain CRF (pytorch-crf) whose decoded tag sequences are always valid."""
+"""A linear-chain CRF (pytorch-crf's parameters) whose decoded tag sequences are always valid."""
 
 from typing import List, Sequence, Tuple
 
@@ -14,11 +14,13 @@ FORBIDDEN = -1e4
 class ConstrainedCRF(CRF):
     """pytorch-crf's CRF restricted to allowed transitions, starts and ends.
 
-    pytorch-crf's forward algorithm and Viterbi decoding read `transitions`,
-    `start_transitions` and `end_transitions`; here those are properties that
+    `transitions`, `start_transitions` and `end_transitions` are properties that
     pin forbidden entries to FORBIDDEN, so invalid moves can neither be learned
     nor decoded. (A torch parametrization would do the same but makes the
-    module unpicklable, and spaCy pipelines must pickle.)
+    module unpicklable, and spaCy pipelines must pickle.) Training and decoding
+    go through `nll` and `viterbi`, faster versions of pytorch-crf's `forward`
+    and `decode`; those still work on this module and are the reference the
+    tests hold `nll` and `viterbi` to.
     """
 
     def __init__(
@@ -62,15 +64,72 @@ class ConstrainedCRF(CRF):
         return self.raw_end_transitions.masked_fill(self.no_end, FORBIDDEN)
 
     def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Summed negative log-likelihood of `tags`.
+        """Summed negative log-likelihood of `tags`: the same value and gradients
+        as pytorch-crf's `CRF.forward(..., reduction="sum")`, negated, at a
+        fraction of the cost. pytorch-crf loops over the characters for the
+        gold-path score too, re-reads the masked transitions at every step
+        (here a `masked_fill` each time) and masks every step with
+        `torch.where`; those per-step ops were the largest single part of a
+        Resume training step (23%, `benchmarks/profile_training.py`). Here the
+        gold path is scored in one gather, and the forward algorithm runs on
+        unmasked steps, each row's result picked at its own last character.
 
         emissions (torch.Tensor): (batch, length, n_tags) scores.
-        tags (torch.Tensor): (batch, length) gold tag ids.
-        mask (torch.Tensor): (batch, length) bool; every row must start with True.
+        tags (torch.Tensor): (batch, length) gold tag ids; padding may hold any valid id.
+        mask (torch.Tensor): (batch, length) bool, each row a non-empty prefix of True.
         RETURNS (torch.Tensor): The scalar loss.
         """
         # The forward algorithm's logsumexp runs in float32 even under mixed precision.
-        return -self(emissions.float(), tags, mask=mask, reduction="sum")
+        emissions = emissions.float()
+        transitions = self.transitions
+        start = self.start_transitions
+        end = self.end_transitions
+        last = mask.sum(1) - 1  # (batch,)
+        return (
+            self._log_partition(emissions, transitions, start, end, last)
+            - self._gold_score(emissions, tags, mask, transitions, start, end, last)
+        ).sum()
+
+    @staticmethod
+    def _gold_score(
+        emissions: torch.Tensor,
+        tags: torch.Tensor,
+        mask: torch.Tensor,
+        transitions: torch.Tensor,
+        start: torch.Tensor,
+        end: torch.Tensor,
+        last: torch.Tensor,
+    ) -> torch.Tensor:
+        """Score of each row's gold path, (batch,)."""
+        weight = mask.to(emissions.dtype)
+        emitted = emissions.gather(2, tags[:, :, None])[:, :, 0]
+        moved = transitions[tags[:, :-1], tags[:, 1:]]
+        last_tags = tags.gather(1, last[:, None])[:, 0]
+        return start[tags[:, 0]] + (emitted * weight).sum(1) + (moved * weight[:, 1:]).sum(1) + end[last_tags]
+
+    @staticmethod
+    def _log_partition(
+        emissions: torch.Tensor,
+        transitions: torch.Tensor,
+        start: torch.Tensor,
+        end: torch.Tensor,
+        last: torch.Tensor,
+    ) -> torch.Tensor:
+        """log Z of each row by the forward algorithm, (batch,).
+
+        Rows run on past their end (padding emissions are finite); each row's
+        log Z is read off at its own last character, so no step needs a mask
+        and the padding gets no gradient.
+        """
+        steps = emissions.unbind(1)
+        alpha = start[None] + steps[0]
+        alphas = [alpha]
+        for emitted in steps[1:]:
+            alpha = torch.logsumexp(alpha[:, :, None] + transitions[None], 1) + emitted
+            alphas.append(alpha)
+        n_tags = alpha.shape[1]
+        final = torch.stack(alphas, 1).gather(1, last[:, None, None].expand(-1, 1, n_tags))[:, 0]
+        return torch.logsumexp(final + end[None], 1)
 
     def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
         """Best valid tag sequence per row: pytorch-crf's Viterbi recursion, run in

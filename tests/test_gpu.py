@@ -88,3 +88,25 @@ assert right >= len(egs) // 2, right
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_crf_nll_on_gpu_equals_pytorch_crf():
+    import torch
+    import torchcrf
+
+    from spacy_flat.crf import ConstrainedCRF
+    from spacy_flat.tags import TagSet
+
+    tags = TagSet(["A", "B"])
+    crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends()).cuda()
+    gen = torch.Generator().manual_seed(4)
+    lengths = torch.tensor([9, 1, 5, 9])
+    mask = (torch.arange(9)[None] < lengths[:, None]).cuda()
+    gold = torch.randint(0, len(tags), (4, 9), generator=gen).cuda()
+    emissions = torch.randn(4, 9, len(tags), generator=gen).cuda().requires_grad_()
+    ours = crf.nll(emissions, gold, mask)
+    (ours_grad,) = torch.autograd.grad(ours, [emissions])
+    theirs = -torchcrf.CRF.forward(crf, emissions, gold, mask=mask, reduction="sum")
+    (theirs_grad,) = torch.autograd.grad(theirs, [emissions])
+    torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-3)
+    torch.testing.assert_close(ours_grad, theirs_grad, rtol=1e-4, atol=1e-4)

@@ -62,3 +62,44 @@ def test_numpy_viterbi_equals_pytorch_crf_decode():
         mask = torch.arange(12)[None] < lengths[:, None]
         expected = torchcrf.CRF.decode(crf, emissions, mask=mask)
         assert crf.viterbi(emissions, mask) == expected, trial
+
+
+def test_nll_equals_pytorch_crf_likelihood_and_gradients():
+    tags = TagSet(["A", "B", "C"])
+    crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends())
+    gen = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for param in crf.parameters():
+            param.normal_(generator=gen)
+    for trial in range(10):
+        batch, length = 5, 14
+        lengths = torch.randint(1, length + 1, (batch,), generator=gen)
+        lengths[trial % batch] = 1 if trial % 2 else length
+        mask = torch.arange(length)[None] < lengths[:, None]
+        gold = torch.randint(0, len(tags), (batch, length), generator=gen)
+        emissions = (torch.randn(batch, length, len(tags), generator=gen) * 3).requires_grad_()
+        ours = crf.nll(emissions, gold, mask)
+        ours_grads = torch.autograd.grad(ours, [emissions, *crf.parameters()])
+        theirs = -torchcrf.CRF.forward(crf, emissions, gold, mask=mask, reduction="sum")
+        theirs_grads = torch.autograd.grad(theirs, [emissions, *crf.parameters()])
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-3)
+        for mine, reference in zip(ours_grads, theirs_grads):
+            torch.testing.assert_close(mine, reference, rtol=1e-4, atol=1e-4)
+
+
+def test_nll_ignores_padding_emissions_and_tags():
+    tags = TagSet(["A"])
+    crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends())
+    gen = torch.Generator().manual_seed(3)
+    emissions = torch.randn(2, 6, len(tags), generator=gen)
+    gold = torch.zeros(2, 6, dtype=torch.long)
+    mask = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
+    padded = emissions.clone()
+    padded[1, 3:] = 1e3
+    noisy_gold = gold.clone()
+    noisy_gold[1, 3:] = tags.index["I-A"]
+    padded.requires_grad_()
+    loss = crf.nll(padded, noisy_gold, mask)
+    torch.testing.assert_close(loss, crf.nll(emissions, gold, mask))
+    (grad,) = torch.autograd.grad(loss, [padded])
+    assert grad[1, 3:].abs().max() == 0
