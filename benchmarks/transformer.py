@@ -16,6 +16,7 @@ layers at 5x). spaCy's defaults (warm-up 250 steps, decay over 20,000, batches o
 the default peer never left F1 0.
 
     python benchmarks/transformer.py weibo --epochs 3
+    python benchmarks/transformer.py weibo --epochs 3 --seeds 1 2 --skip-peer
     python benchmarks/transformer.py resume --epochs 3 --model ../shared/vectors/m3e-small
 """
 
@@ -36,7 +37,7 @@ from thinc.api import Config
 from spacy_flat.schedule import schedule_for
 
 sys.path.insert(0, str(Path(__file__).parent))
-from accuracy import run, splits
+from accuracy import run, splits, summary
 from common import ROOT, SHARED, machine
 
 # Table 4 of Li et al. 2020: BERT-base (12 layers), not the small model used here.
@@ -45,6 +46,8 @@ PAPER_BERT = {
     "weibo": {"FLAT+BERT": 68.55, "BERT+CRF": 68.20},
     "msra": {"FLAT+BERT": 96.09, "BERT+CRF": 94.95},
 }
+OURS = "FLAT + transformer (flat_ner)"
+PEER = "transformer + spaCy ner"
 # The transformer's learning rate in both models (configs/resume_trf.cfg).
 TRANSFORMER_RATE = 2e-4
 
@@ -87,38 +90,49 @@ def main() -> None:
     parser.add_argument("dataset", choices=sorted(PAPER_BERT))
     parser.add_argument("--model", default=str(SHARED / "vectors" / "m3e-small"))
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--skip-peer", action="store_true", help="train only flat_ner (more seeds of a measured row)")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N docs of each split")
     args = parser.parse_args()
     model = str(Path(args.model).resolve())
     data = splits(args.dataset)
     rows: List[str] = []
+    results: Dict[str, List[dict]] = {OURS: [], PEER: []}
     with tempfile.TemporaryDirectory() as tmp:
         if args.limit:
             data = sliced(data, args.limit, Path(tmp) / "data")
         shared = schedule(data["train"], args.epochs)
-        ours = run(
-            ROOT / "configs" / "resume_trf.cfg",
-            data,
-            args.seed,
-            args.epochs,
-            {"paths.transformer": model, **shared},
-            Path(tmp) / "flat",
-        )
         peer_path = Path(tmp) / "peer.cfg"
         peer_config(model, args.epochs).to_disk(peer_path)
-        peer = run(peer_path, data, args.seed, args.epochs, shared, Path(tmp) / "peer")
-        for label, r in (("FLAT + transformer (flat_ner)", ours), ("transformer + spaCy ner", peer)):
-            rows.append(
-                f"| {label} | {r['test_f']:.2f} | {r['dev_f']:.2f} | {r['train_s']:.0f} | {r['test_chars_per_s']:.0f} |"
+        for seed in args.seeds:
+            ours = run(
+                ROOT / "configs" / "resume_trf.cfg",
+                data,
+                seed,
+                args.epochs,
+                {"paths.transformer": model, **shared},
+                Path(tmp) / f"flat{seed}",
             )
+            runs = [(OURS, ours)]
+            if not args.skip_peer:
+                runs.append((PEER, run(peer_path, data, seed, args.epochs, shared, Path(tmp) / f"peer{seed}")))
+            for label, r in runs:
+                results[label].append(r)
+                row = f"| {label} | {seed} | {r['test_f']:.2f} | {r['dev_f']:.2f} | {r['train_s']:.0f} "
+                rows.append(row + f"| {r['test_chars_per_s']:.0f} |")
+                print("RESULT " + row, flush=True)
     print(f"Machine: {machine()}\n")
-    print(f"Dataset: {args.dataset}, transformer {Path(model).name}, {args.epochs} epochs, seed {args.seed}\n")
-    print("| model | test F1 | dev F1 | train s | test chars/s (CPU, nlp.pipe) |")
-    print("|---|---|---|---|---|")
+    print(f"Dataset: {args.dataset}, transformer {Path(model).name}, {args.epochs} epochs, seeds {args.seeds}\n")
+    print("| model | seed | test F1 | dev F1 | train s | test chars/s (CPU, nlp.pipe) |")
+    print("|---|---|---|---|---|---|")
     print("\n".join(rows))
     for name, f1 in PAPER_BERT[args.dataset].items():
-        print(f"| {name} (paper, BERT-base) | {f1:.2f} | | | |")
+        print(f"| {name} (paper, BERT-base) | | {f1:.2f} | | | |")
+
+    summaries = [summary(label, done) for label, done in results.items() if len(done) > 1]
+    if summaries:
+        print("\n| model | test F1 (mean ± sd) | dev F1 | runs | train s (median) |\n|---|---|---|---|---|")
+        print("\n".join(summaries))
 
 
 if __name__ == "__main__":
