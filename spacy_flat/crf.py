@@ -80,7 +80,9 @@ class ConstrainedCRF(CRF):
         RETURNS (torch.Tensor): The scalar loss.
         """
         # The forward algorithm's logsumexp runs in float32 even under mixed precision.
-        emissions = emissions.float()
+        # Padding is zeroed: the recursion runs through it, and a NaN or inf there
+        # would reach the real characters' gradients through logsumexp's backward.
+        emissions = emissions.float().masked_fill(~mask[:, :, None], 0.0)
         transitions = self.transitions
         start = self.start_transitions
         end = self.end_transitions
@@ -117,7 +119,7 @@ class ConstrainedCRF(CRF):
     ) -> torch.Tensor:
         """log Z of each row by the forward algorithm, (batch,).
 
-        Rows run on past their end (padding emissions are finite); each row's
+        Rows run on past their end (through zeroed padding); each row's
         log Z is read off at its own last character, so no step needs a mask
         and the padding gets no gradient.
         """

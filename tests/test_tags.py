@@ -95,7 +95,9 @@ def test_nll_ignores_padding_emissions_and_tags():
     gold = torch.zeros(2, 6, dtype=torch.long)
     mask = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
     padded = emissions.clone()
-    padded[1, 3:] = 1e3
+    padded[1, 3] = 1e3
+    padded[1, 4] = float("inf")
+    padded[1, 5] = float("nan")
     noisy_gold = gold.clone()
     noisy_gold[1, 3:] = tags.index["I-A"]
     padded.requires_grad_()
@@ -103,3 +105,4 @@ def test_nll_ignores_padding_emissions_and_tags():
     torch.testing.assert_close(loss, crf.nll(emissions, gold, mask))
     (grad,) = torch.autograd.grad(loss, [padded])
     assert grad[1, 3:].abs().max() == 0
+    assert torch.isfinite(grad).all()
