@@ -17,6 +17,7 @@ the default peer never left F1 0.
 
     python benchmarks/transformer.py weibo --epochs 3
     python benchmarks/transformer.py weibo --epochs 3 --seeds 1 2 --skip-peer
+    python benchmarks/transformer.py resume --epochs 6 --lexicon w2v --skip-peer
     python benchmarks/transformer.py resume --epochs 3 --model ../shared/vectors/m3e-small
 """
 
@@ -37,7 +38,7 @@ from thinc.api import Config
 from spacy_flat.schedule import schedule_for
 
 sys.path.insert(0, str(Path(__file__).parent))
-from accuracy import run, splits, summary
+from accuracy import LEXICONS, run, splits, summary
 from common import ROOT, SHARED, machine
 
 # Table 4 of Li et al. 2020: BERT-base (12 layers), not the small model used here.
@@ -91,6 +92,7 @@ def main() -> None:
     parser.add_argument("--model", default=str(SHARED / "vectors" / "m3e-small"))
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--lexicon", choices=sorted(LEXICONS), help="flat_ner's lexicon instead of jieba's")
     parser.add_argument("--skip-peer", action="store_true", help="train only flat_ner (more seeds of a measured row)")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N docs of each split")
     args = parser.parse_args()
@@ -110,7 +112,7 @@ def main() -> None:
                 data,
                 seed,
                 args.epochs,
-                {"paths.transformer": model, **shared},
+                {"paths.transformer": model, **shared, **(LEXICONS[args.lexicon] if args.lexicon else {})},
                 Path(tmp) / f"flat{seed}",
             )
             runs = [(OURS, ours)]
@@ -122,7 +124,9 @@ def main() -> None:
                 rows.append(row + f"| {r['test_chars_per_s']:.0f} |")
                 print("RESULT " + row, flush=True)
     print(f"Machine: {machine()}\n")
-    print(f"Dataset: {args.dataset}, transformer {Path(model).name}, {args.epochs} epochs, seeds {args.seeds}\n")
+    lexicon = f"{args.lexicon} lexicon" if args.lexicon else "jieba lexicon"
+    print(f"Dataset: {args.dataset}, transformer {Path(model).name}, {lexicon}, ", end="")
+    print(f"{args.epochs} epochs, seeds {args.seeds}\n")
     print("| model | seed | test F1 | dev F1 | train s | test chars/s (CPU, nlp.pipe) |")
     print("|---|---|---|---|---|---|")
     print("\n".join(rows))
