@@ -68,29 +68,32 @@ class ConstrainedCRF(CRF):
         as pytorch-crf's `CRF.forward(..., reduction="sum")`, negated, at a
         fraction of the cost. pytorch-crf loops over the characters for the
         gold-path score too, re-reads the masked transitions at every step
-        (here a `masked_fill` each time) and masks every step with
-        `torch.where`; those per-step ops were the largest single part of a
-        Resume training step (23%, `benchmarks/profile_training.py`). Here the
-        gold path is scored in one gather, and the forward algorithm runs on
-        unmasked steps, each row's result picked at its own last character.
+        (here a `masked_fill` each time), masks every step with `torch.where`
+        and takes a logsumexp over mostly forbidden moves; those per-step ops
+        were the largest single part of a Resume training step (24%,
+        `benchmarks/profile_training.py`). Here the gold path is scored in one
+        gather, and the forward algorithm (`_log_partition`) runs on unmasked
+        steps, each row's result picked at its own last character.
 
         emissions (torch.Tensor): (batch, length, n_tags) scores.
         tags (torch.Tensor): (batch, length) gold tag ids; padding may hold any valid id.
         mask (torch.Tensor): (batch, length) bool, each row a non-empty prefix of True.
         RETURNS (torch.Tensor): The scalar loss.
         """
-        # The forward algorithm's logsumexp runs in float32 even under mixed precision.
+        # The forward algorithm runs in float32 even under mixed precision: its
+        # probabilities span far more than float16's range.
         # Padding is zeroed: the recursion runs through it, and a NaN or inf there
-        # would reach the real characters' gradients through logsumexp's backward.
-        emissions = emissions.float().masked_fill(~mask[:, :, None], 0.0)
-        transitions = self.transitions
-        start = self.start_transitions
-        end = self.end_transitions
-        last = mask.sum(1) - 1  # (batch,)
-        return (
-            self._log_partition(emissions, transitions, start, end, last)
-            - self._gold_score(emissions, tags, mask, transitions, start, end, last)
-        ).sum()
+        # would reach the real characters' gradients through the backward.
+        with torch.autocast(device_type=emissions.device.type, enabled=False):
+            emissions = emissions.float().masked_fill(~mask[:, :, None], 0.0)
+            transitions = self.transitions
+            start = self.start_transitions
+            end = self.end_transitions
+            last = mask.sum(1) - 1  # (batch,)
+            return (
+                self._log_partition(emissions, transitions, start, end, last)
+                - self._gold_score(emissions, tags, mask, transitions, start, end, last)
+            ).sum()
 
     @staticmethod
     def _gold_score(
@@ -119,19 +122,34 @@ class ConstrainedCRF(CRF):
     ) -> torch.Tensor:
         """log Z of each row by the forward algorithm, (batch,).
 
-        Rows run on past their end (through zeroed padding); each row's
-        log Z is read off at its own last character, so no step needs a mask
-        and the padding gets no gradient.
+        Rows run on past their end (through zeroed padding); each row's log Z
+        is read off at its own last character, so no step needs a mask and the
+        padding gets no gradient. Each step is a matrix product in probability
+        space, shifted by the step's best score, rather than a logsumexp over
+        (batch, n_tags, n_tags): most of that block is FORBIDDEN, and torch's
+        CPU `exp` takes a path about 5x slower for inputs that far below zero.
+        Here only `exp(transitions)` meets them, once per batch (they become
+        exact zeros). One shift serves every tag, so a tag whose best
+        predecessor is far below the step's best must still be representable:
+        in float64 that holds down to about e^-700 (float32 stops at e^-87,
+        which a confident model's emission gaps can reach), for the cost of
+        float32 at these sizes. Below that (a tag no allowed move reaches) the
+        probability is clamped to 1e-300 before the log, which keeps its
+        gradient finite.
         """
-        steps = emissions.unbind(1)
-        alpha = start[None] + steps[0]
+        # Apple's MPS has no float64; there the range is float32's.
+        wide = torch.float32 if emissions.device.type == "mps" else torch.float64
+        steps = emissions.to(wide).unbind(1)
+        moves = transitions.to(wide).exp()
+        alpha = start.to(wide)[None] + steps[0]
         alphas = [alpha]
         for emitted in steps[1:]:
-            alpha = torch.logsumexp(alpha[:, :, None] + transitions[None], 1) + emitted
+            top = alpha.max(1, keepdim=True).values.detach()
+            alpha = torch.mm((alpha - top).exp(), moves).clamp_min(1e-300).log() + top + emitted
             alphas.append(alpha)
         n_tags = alpha.shape[1]
         final = torch.stack(alphas, 1).gather(1, last[:, None, None].expand(-1, 1, n_tags))[:, 0]
-        return torch.logsumexp(final + end[None], 1)
+        return torch.logsumexp(final + end.to(wide)[None], 1).to(emissions.dtype)
 
     def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
         """Best valid tag sequence per row: pytorch-crf's Viterbi recursion, run in
