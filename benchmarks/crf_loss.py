@@ -8,6 +8,12 @@ The two run alternately on every batch; figures are medians per batch, and the
 seconds per epoch are the sums over the sampled batches, scaled to the whole file.
 
     OMP_NUM_THREADS=1 python benchmarks/crf_loss.py resume weibo msra --batches 300
+
+With --updates N it also times whole training steps (`nlp.update`, batches of 10
+shuffled training sentences, default pipeline) N times with each loss, alternating
+on the same batches, and prints the median step time of each.
+
+    OMP_NUM_THREADS=1 python benchmarks/crf_loss.py resume msra --batches 0 --updates 60
 """
 
 import argparse
@@ -17,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Tuple
+from unittest import mock
 
 import spacy
 import torch
@@ -90,27 +97,60 @@ def run(name: str, n_batches: int, device: str) -> Dict[str, float]:
     }
 
 
+def training_steps(name: str, n_updates: int) -> Dict[str, float]:
+    """Median seconds of `nlp.update` with our loss and with pytorch-crf's, alternating on the same batches."""
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("flat_ner")
+    egs = examples(nlp, name, train_split(name))
+    random.Random(0).shuffle(egs)
+    nlp.initialize(lambda: egs[:500])
+    optimizer = nlp.create_optimizer()
+    ours = ConstrainedCRF.nll
+
+    def theirs(crf: ConstrainedCRF, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return -torchcrf.CRF.forward(crf, emissions.float(), tags, mask, "sum")
+
+    nlp.update(egs[:10], sgd=optimizer)  # first-call set-up
+    times: Dict[str, List[float]] = {"ours": [], "pytorch-crf": []}
+    for i in range(n_updates):
+        batch = egs[10 * (i + 1) : 10 * (i + 2)]
+        for key, loss in (("ours", ours), ("pytorch-crf", theirs)):
+            with mock.patch.object(ConstrainedCRF, "nll", loss):
+                start = time.perf_counter()
+                nlp.update(batch, sgd=optimizer)
+                times[key].append(time.perf_counter() - start)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("datasets", nargs="+", choices=["resume", "weibo", "msra"])
     parser.add_argument("--batches", type=int, default=300, help="batches sampled per corpus")
+    parser.add_argument("--updates", type=int, default=0, help="also time this many whole training steps with each")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args()
     print(f"Machine: {machine()}; torch threads: {torch.get_num_threads()}; device: {args.device}")
-    print()
-    print(
-        "| corpus | tags | batches sampled (of) | mean chars | ours ms/batch | pytorch-crf ms/batch "
-        "| pytorch-crf / ours (median per batch) | ours s/epoch | pytorch-crf s/epoch |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name in args.datasets:
-        r = run(name, args.batches, args.device)
+    if args.batches:
         print(
-            f"| {name} | {r['tags']} | {r['sampled']} ({r['batches']}) | {r['mean_length']:.1f} "
-            f"| {r['ours_ms']:.2f} | {r['theirs_ms']:.2f} | **{r['ratio']:.2f}×** "
-            f"| {r['ours_epoch_s']:.1f} | {r['theirs_epoch_s']:.1f} |",
-            flush=True,
+            "\n| corpus | tags | batches sampled (of) | mean chars | ours ms/batch | pytorch-crf ms/batch "
+            "| pytorch-crf / ours (median per batch) | ours s/epoch | pytorch-crf s/epoch |"
         )
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name in args.datasets:
+            r = run(name, args.batches, args.device)
+            print(
+                f"| {name} | {r['tags']} | {r['sampled']} ({r['batches']}) | {r['mean_length']:.1f} "
+                f"| {r['ours_ms']:.2f} | {r['theirs_ms']:.2f} | **{r['ratio']:.2f}×** "
+                f"| {r['ours_epoch_s']:.1f} | {r['theirs_epoch_s']:.1f} |",
+                flush=True,
+            )
+    if args.updates:
+        print("\n| corpus | training step, our loss (s, median) | with pytorch-crf's loss | pytorch-crf / ours |")
+        print("|---|---|---|---|")
+        for name in args.datasets:
+            steps = training_steps(name, args.updates)
+            ratio = steps["pytorch-crf"] / steps["ours"]
+            print(f"| {name} | {steps['ours']:.3f} | {steps['pytorch-crf']:.3f} | **{ratio:.2f}×** |", flush=True)
 
 
 if __name__ == "__main__":
