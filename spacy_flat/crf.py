@@ -11,6 +11,12 @@ from torchcrf import CRF
 FORBIDDEN = -1e4
 
 
+def recursion_dtype(device: torch.device) -> torch.dtype:
+    """The forward algorithm's float type on `device`: float64, except on
+    Apple's MPS, which has none (there the range is float32's)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
 class ConstrainedCRF(CRF):
     """pytorch-crf's CRF restricted to allowed transitions, starts and ends.
 
@@ -80,8 +86,8 @@ class ConstrainedCRF(CRF):
         mask (torch.Tensor): (batch, length) bool, each row a non-empty prefix of True.
         RETURNS (torch.Tensor): The scalar loss.
         """
-        # The forward algorithm runs in float32 even under mixed precision: its
-        # probabilities span far more than float16's range.
+        # No float16 even under mixed precision: the scores are float32 and the
+        # forward algorithm float64 (see `_log_partition`).
         # Padding is zeroed: the recursion runs through it, and a NaN or inf there
         # would reach the real characters' gradients through the backward.
         with torch.autocast(device_type=emissions.device.type, enabled=False):
@@ -134,18 +140,18 @@ class ConstrainedCRF(CRF):
         in float64 that holds down to about e^-700 (float32 stops at e^-87,
         which a confident model's emission gaps can reach), for the cost of
         float32 at these sizes. Below that (a tag no allowed move reaches) the
-        probability is clamped to 1e-300 before the log, which keeps its
-        gradient finite.
+        probability is clamped to the smallest normal float before the log,
+        which keeps its gradient finite.
         """
-        # Apple's MPS has no float64; there the range is float32's.
-        wide = torch.float32 if emissions.device.type == "mps" else torch.float64
+        wide = recursion_dtype(emissions.device)
+        tiny = torch.finfo(wide).tiny
         steps = emissions.to(wide).unbind(1)
         moves = transitions.to(wide).exp()
         alpha = start.to(wide)[None] + steps[0]
         alphas = [alpha]
         for emitted in steps[1:]:
             top = alpha.max(1, keepdim=True).values.detach()
-            alpha = torch.mm((alpha - top).exp(), moves).clamp_min(1e-300).log() + top + emitted
+            alpha = torch.mm((alpha - top).exp(), moves).clamp_min(tiny).log() + top + emitted
             alphas.append(alpha)
         n_tags = alpha.shape[1]
         final = torch.stack(alphas, 1).gather(1, last[:, None, None].expand(-1, 1, n_tags))[:, 0]

@@ -108,3 +108,18 @@ def test_nll_ignores_padding_emissions_and_tags():
     (grad,) = torch.autograd.grad(loss, [padded])
     assert grad[1, 3:].abs().max() == 0
     assert torch.isfinite(grad).all()
+
+
+def test_nll_in_float32_as_on_mps_keeps_gradients_finite(monkeypatch):
+    from spacy_flat import crf as crf_module
+
+    monkeypatch.setattr(crf_module, "recursion_dtype", lambda device: torch.float32)
+    tags = TagSet(["A", "B"])
+    crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends())
+    gen = torch.Generator().manual_seed(5)
+    # Emission gaps far beyond float32's exp range: tags fall out of range, and must not give NaN or inf.
+    emissions = (torch.randn(4, 16, len(tags), generator=gen) * 60).requires_grad_()
+    gold = torch.randint(0, len(tags), (4, 16), generator=gen)
+    loss = crf.nll(emissions, gold, torch.ones(4, 16, dtype=torch.bool))
+    (grad,) = torch.autograd.grad(loss, [emissions])
+    assert torch.isfinite(loss) and torch.isfinite(grad).all()
