@@ -37,6 +37,11 @@ def corpus(name: str, split: str) -> Path:
     return out
 
 
+def train_split(name: str) -> str:
+    """The training split's name: MSRA ships train and dev as one file."""
+    return "train_dev" if name == "msra" else "train"
+
+
 def texts(name: str, split: str) -> List[str]:
     nlp = spacy.blank("zh")
     return [d.text for d in DocBin().from_disk(corpus(name, split)).get_docs(nlp.vocab)]

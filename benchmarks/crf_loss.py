@@ -31,15 +31,10 @@ import torchcrf
 from spacy.training.batchers import minibatch_by_padded_size
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import examples, machine
+from common import examples, machine, train_split
 
 from spacy_flat.crf import ConstrainedCRF
 from spacy_flat.tags import TagSet
-
-
-def train_split(name: str) -> str:
-    """MSRA ships train and dev as one file."""
-    return "train_dev" if name == "msra" else "train"
 
 
 def timed(loss: Callable[..., torch.Tensor], inputs: Tuple[torch.Tensor, ...], device: str) -> float:

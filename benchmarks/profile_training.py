@@ -21,7 +21,7 @@ import torch
 from spacy.util import fix_random_seed
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import examples, machine
+from common import examples, machine, train_split
 
 from spacy_flat.encoder import FlatTagger
 from spacy_flat.model import crf_loss
@@ -64,7 +64,7 @@ def main() -> None:
     fix_random_seed(0)
     nlp = spacy.blank("zh")
     nlp.add_pipe("flat_ner")
-    egs = examples(nlp, args.dataset, "train_dev" if args.dataset == "msra" else "train")
+    egs = examples(nlp, args.dataset, train_split(args.dataset))
     random.Random(0).shuffle(egs)
     nlp.initialize(lambda: egs[:500])
     optimizer = nlp.create_optimizer()

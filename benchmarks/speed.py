@@ -18,14 +18,9 @@ import spacy
 from spacy.language import Language
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ROOT, examples, machine, median_time, spacy_ner_config, texts
+from common import ROOT, examples, machine, median_time, spacy_ner_config, texts, train_split
 
 from spacy_flat import model as flat_model
-
-
-def train_split(name: str) -> str:
-    """MSRA ships train and dev as one file."""
-    return "train_dev" if name == "msra" else "train"
 
 
 def spacy_ner(train_name: str) -> Language:
