@@ -49,6 +49,14 @@ LEXICONS = {
             "path": str(ROOT.parent / "shared/vectors/synonyms-wiki-w2v-100d/words.vector"),
         }
     },
+    # The word2vec words with their vectors, joined by jieba's words (without vectors).
+    "w2v+jieba": {
+        "initialize.components.flat_ner.lexicon": {
+            "@misc": "spacy-flat.word2vec_lexicon.v1",
+            "path": str(ROOT.parent / "shared/vectors/synonyms-wiki-w2v-100d/words.vector"),
+            "jieba_words": True,
+        }
+    },
 }
 
 

@@ -119,6 +119,27 @@ class Lexicon:
             self._has_vector[row] = True
         return row
 
+    def extend(self, words: Iterable[str]) -> int:
+        """Add words without vectors; words already present keep theirs.
+
+        Growing the arrays once rather than word by word (as `add` does) keeps
+        joining a 300k-word list linear.
+
+        words (Iterable[str]): The words. Single characters and duplicates are skipped.
+        RETURNS (int): How many words were new.
+        """
+        before = len(self._words)
+        for word in words:
+            if len(word) >= 2 and word not in self._index:
+                self._index[word] = len(self._words)
+                self._words.append(word)
+        added = len(self._words) - before
+        if added:
+            self._vectors = numpy.vstack([self._vectors, numpy.zeros((added, self.vector_width), dtype="float32")])
+            self._has_vector = numpy.append(self._has_vector, numpy.zeros(added, dtype=bool))
+            self._automaton = None
+        return added
+
     def has_vector(self, word: str) -> bool:
         """RETURNS (bool): Whether `word` is present and has a vector."""
         row = self._index.get(word)

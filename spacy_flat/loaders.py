@@ -301,13 +301,31 @@ def create_jieba_lexicon() -> Callable[[], Lexicon]:
 
 
 @registry.misc("spacy-flat.word2vec_lexicon.v1")
-def create_word2vec_lexicon(path: str, binary: Optional[bool] = None, normalize: bool = False) -> Callable[[], Lexicon]:
-    """A lexicon with vectors from a word2vec file (text or binary); `normalize`
-    scales each vector to unit length."""
+def create_word2vec_lexicon(
+    path: str,
+    binary: Optional[bool] = None,
+    normalize: bool = False,
+    jieba_words: bool = False,
+    extra_words: Optional[str] = None,
+) -> Callable[[], Lexicon]:
+    """A lexicon with vectors from a word2vec file (text or binary).
+
+    normalize (bool): Scale each vector to unit length.
+    jieba_words (bool): Also match the words of jieba's bundled dict.txt.
+    extra_words (Optional[str]): Also match the words of this list (one per
+        line, the first field).
+    Words from jieba or the list that the file lacks get no vector, only the
+    model's learned word embedding, as in a lexicon without vectors.
+    """
 
     def load() -> Lexicon:
         words, vectors, _ = read_word2vec(path, binary=binary)
-        return Lexicon(words, vectors, normalize=normalize)
+        lexicon = Lexicon(words, vectors, normalize=normalize)
+        if jieba_words:
+            lexicon.extend(read_word_list(jieba_dir() / "dict.txt")[0])
+        if extra_words is not None:
+            lexicon.extend(read_word_list(extra_words)[0])
+        return lexicon
 
     return load
 

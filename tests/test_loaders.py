@@ -12,6 +12,7 @@ from spacy_flat.loaders import (
     create_lac_char_vectors,
     create_word2vec_char_vectors,
     create_word2vec_lexicon,
+    jieba_dir,
     read_lac_char_table,
     read_word2vec,
     read_word2vec_chars,
@@ -155,3 +156,22 @@ def test_normalize_option_of_each_pretrained_loader(tmp_path):
     assert numpy.allclose(numpy.linalg.norm(lac, axis=1), 1.0, atol=1e-5)
     row = vocab.row("京")
     assert numpy.allclose(lac[row], lac_raw[row] / numpy.linalg.norm(lac_raw[row]), atol=1e-6)
+
+
+def test_word2vec_lexicon_joins_word_lists_without_vectors(tmp_path):
+    write_binary(tmp_path / "v.bin", [("北京", [3.0, 4.0]), ("上海", [0.0, 5.0])])
+    (tmp_path / "extra.txt").write_text("北京 9 ns\n长江大桥 3 ns\n长江\n", encoding="utf8")
+    lexicon = create_word2vec_lexicon(str(tmp_path / "v.bin"), extra_words=str(tmp_path / "extra.txt"))()
+    assert lexicon.words == ["北京", "上海", "长江大桥", "长江"]
+    # A word in both keeps the file's vector; list-only words have none.
+    assert numpy.allclose(lexicon.vectors[lexicon.index("北京")], [3.0, 4.0])
+    assert lexicon.has_vector("北京") and not lexicon.has_vector("长江大桥")
+    assert numpy.allclose(lexicon.vectors[lexicon.index("长江")], 0.0)
+    found = {lexicon.words[row] for _, _, row in lexicon.matches("南京长江大桥")}
+    assert found == {"长江", "长江大桥"}
+    reloaded = Lexicon.from_bytes(lexicon.to_bytes())
+    assert reloaded.words == lexicon.words and not reloaded.has_vector("长江")
+    with_jieba = create_word2vec_lexicon(str(tmp_path / "v.bin"), jieba_words=True)()
+    jieba_words, _ = read_word_list(jieba_dir() / "dict.txt")
+    assert len(with_jieba) == len(set(jieba_words) | {"北京", "上海"})
+    assert with_jieba.has_vector("上海") and not with_jieba.has_vector("长江大桥")
