@@ -19,9 +19,11 @@ the default peer never left F1 0.
     python benchmarks/transformer.py weibo --epochs 3 --seeds 1 2 --skip-peer
     python benchmarks/transformer.py resume --epochs 6 --lexicon w2v --skip-peer
     python benchmarks/transformer.py resume --epochs 3 --model ../shared/vectors/m3e-small
+    python benchmarks/transformer.py msra --epochs 1 --skip-peer --set training.eval_frequency=1839
 """
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -95,6 +97,9 @@ def main() -> None:
     parser.add_argument("--lexicon", choices=sorted(LEXICONS), help="flat_ner's lexicon instead of jieba's")
     parser.add_argument("--skip-peer", action="store_true", help="train only flat_ner (more seeds of a measured row)")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N docs of each split")
+    parser.add_argument(
+        "--set", nargs="+", default=[], metavar="KEY=JSON", help="config overrides for both models, after the schedule"
+    )
     args = parser.parse_args()
     model = str(Path(args.model).resolve())
     data = splits(args.dataset)
@@ -104,6 +109,7 @@ def main() -> None:
         if args.limit:
             data = sliced(data, args.limit, Path(tmp) / "data")
         shared = schedule(data["train"], args.epochs)
+        shared.update({key: json.loads(value) for key, value in (item.split("=", 1) for item in args.set)})
         peer_path = Path(tmp) / "peer.cfg"
         peer_config(model, args.epochs).to_disk(peer_path)
         for seed in args.seeds:
