@@ -6,6 +6,10 @@ the same texts; figures are medians of repeated runs.
 
     python benchmarks/speed.py [--model training/resume/model-best] [--docs 400]
     python benchmarks/speed.py --parts training --batches 40
+    python benchmarks/speed.py --parts inference --batch-size 16 [--gpu-id 0]
+
+The batch-parallel speed-up is nlp.pipe's characters per second at --batch-size over
+batch 1's (the paper's Figure 3: 4.97x for FLAT at batch 16 on a GPU).
 """
 
 import argparse
@@ -40,10 +44,10 @@ def flat(model: str, train_name: str) -> Language:
     return nlp
 
 
-def inference(nlp: Language, docs: List[str], repeats: int) -> Dict[str, float]:
+def inference(nlp: Language, docs: List[str], repeats: int, batch_size: int) -> Dict[str, float]:
     chars = sum(len(t) for t in docs)
     one = median_time(lambda: [nlp(t) for t in docs], repeats)
-    batched = median_time(lambda: list(nlp.pipe(docs, batch_size=64)), repeats)
+    batched = median_time(lambda: list(nlp.pipe(docs, batch_size=batch_size)), repeats)
     return {
         "b1_chars": chars / one,
         "b1_docs": len(docs) / one,
@@ -110,17 +114,26 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batches", type=int, default=40, help="training updates of 10 sentences per corpus")
+    parser.add_argument("--batch-size", type=int, default=64, help="docs per nlp.pipe batch")
+    parser.add_argument("--gpu-id", type=int, default=-1, help="run both pipelines on this GPU (spacy.require_gpu)")
     parts = ("inference", "training", "lattice")
     parser.add_argument("--parts", nargs="+", choices=parts, default=list(parts))
     args = parser.parse_args()
-    print(f"Machine: {machine()}\n")
+    if args.gpu_id >= 0:
+        spacy.require_gpu(args.gpu_id)
+    print(f"Machine: {machine()}; {'GPU ' + str(args.gpu_id) if args.gpu_id >= 0 else 'CPU'}\n")
     if "inference" in args.parts:
         ours, peer = flat(args.model, "resume"), spacy_ner("resume")
+        print(f"nlp.pipe: batches of {args.batch_size} docs\n")
         print("| test set | pipeline | chars/s batch 1 | docs/s batch 1 | chars/s nlp.pipe | docs/s nlp.pipe |")
         print("|---|---|---|---|---|---|")
+        parallel = []
         for name in ("resume", "msra"):
             docs = texts(name, "test")[: args.docs]
-            a, b = inference(ours, docs, args.repeats), inference(peer, docs, args.repeats)
+            a, b = (
+                inference(ours, docs, args.repeats, args.batch_size),
+                inference(peer, docs, args.repeats, args.batch_size),
+            )
             for label, r in (("flat_ner", a), ("spaCy ner", b)):
                 print(
                     f"| {name} ({len(docs)} docs) | {label} | {r['b1_chars']:.0f} | {r['b1_docs']:.1f} | "
@@ -130,6 +143,11 @@ def main() -> None:
                 f"| {name} | **flat/spaCy** | {a['b1_chars'] / b['b1_chars']:.2f}x | | "
                 f"{a['batch_chars'] / b['batch_chars']:.2f}x | |"
             )
+            for label, r in (("flat_ner", a), ("spaCy ner", b)):
+                parallel.append(f"| {name} | {label} | {r['batch_chars'] / r['b1_chars']:.2f}x |")
+        print(f"\n| test set | pipeline | batch-parallel speed-up (batch {args.batch_size} over batch 1) |")
+        print("|---|---|---|")
+        print("\n".join(parallel))
         share = decode_share(ours, texts("resume", "test")[: args.docs])
         print(f"\nCRF decoding: {100 * share:.1f}% of flat_ner's nlp.pipe time on Resume test.")
     if "training" in args.parts:
