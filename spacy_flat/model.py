@@ -18,6 +18,7 @@ from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, chain, torch2xp, xp2
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d, Floats3d, Ints1d
 
+from .batching import budget_batches
 from .char_vocab import CharVocab
 from .encoder import FlatTagger
 from .features import FlatBatch, featurize
@@ -237,8 +238,10 @@ def _features_and_tagger(
 
 
 def _transformer_forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> Tuple[OutT, Callable]:
+    # The listener needs all docs at once, as the transformer saw them; FLAT then
+    # runs on groups under the attention budget, since one padded batch of an
+    # nlp.pipe batch with a 1,500-character doc in it takes tens of GB.
     features, tok2vec, tagger = (model.get_ref(name) for name in ("features", "tok2vec", "tagger"))
-    batch, _ = features(docs, is_train)
     tokvecs, backprop_tok2vec = tok2vec(docs, is_train)
     ops = model.ops
     # Row of each character's token among the stacked token vectors, shifted by
@@ -246,18 +249,32 @@ def _transformer_forward(model: Model[InT, OutT], docs: InT, is_train: bool) -> 
     rows, offset = [], 0
     for doc in docs:
         token_rows = _char_token_rows(doc)
-        rows.append(numpy.where(token_rows >= 0, token_rows + offset + 1, 0))
+        rows.append(numpy.where(token_rows >= 0, token_rows + offset + 1, 0).astype("int32"))
         offset += len(doc)
-    index = ops.asarray1i(cast(Ints1d, numpy.concatenate(rows).astype("int32")))
     stacked = ops.xp.concatenate([ops.alloc2f(1, tokvecs[0].shape[1]), *tokvecs])
-    batch.char_features = stacked[index]
-    scores, backprop_tagger = tagger(batch, is_train)
+    groups = []
+    for group in budget_batches([len(r) for r in rows]):
+        batch, _ = features([docs[i] for i in group], is_train)
+        index = ops.asarray1i(cast(Ints1d, numpy.concatenate([rows[i] for i in group])))
+        batch.char_features = stacked[index]
+        group_scores, backprop_group = tagger(batch, is_train)
+        groups.append(
+            (ops.asarray1i(cast(Ints1d, numpy.asarray(group, dtype="int32"))), index, group_scores, backprop_group)
+        )
+    n_chars = max(len(r) for r in rows)
+    scores = ops.alloc3f(len(docs), n_chars, groups[0][2].shape[2])
+    for where, _, group_scores, _ in groups:
+        scores[where, : group_scores.shape[1]] = group_scores
 
     def backprop(d_scores: OutT) -> List[Doc]:
-        d_chars = backprop_tagger(d_scores)
-        if d_chars is not None:
-            d_stacked = ops.alloc2f(*stacked.shape)
-            ops.scatter_add(d_stacked, index, d_chars)
+        d_stacked = ops.alloc2f(*stacked.shape)
+        has_gradient = False
+        for where, index, group_scores, backprop_group in groups:
+            d_chars = backprop_group(ops.xp.ascontiguousarray(d_scores[where, : group_scores.shape[1]]))
+            if d_chars is not None:
+                ops.scatter_add(d_stacked, index, d_chars)
+                has_gradient = True
+        if has_gradient:
             sizes = [len(doc) for doc in docs]
             d_tokvecs = ops.xp.split(d_stacked[1:], numpy.cumsum(sizes)[:-1].tolist())
             backprop_tok2vec(list(d_tokvecs))

@@ -20,6 +20,7 @@ from spacy.vocab import Vocab
 from thinc.api import Config, Model, Optimizer, set_dropout_rate
 from thinc.types import Floats3d
 
+from .batching import budget_batches
 from .char_vocab import CharVocab
 from .errors import PipelineFileError
 from .lexicon import Lexicon
@@ -56,10 +57,6 @@ mixed_precision = false
 """
 
 ALIGNMENT_MODES = ("strict", "contract", "expand")
-# Most docs encoded together, and the attention budget of one batch in rows x
-# characters^2: ten 300-character texts, a training step of about 1 GB.
-MAX_BATCH = 64
-PAIR_BUDGET = 10 * 300 * 300
 
 
 @Language.factory(
@@ -344,23 +341,13 @@ class FlatNER(TrainablePipe):
         return losses
 
     def _sub_batches(self, lengths: Sequence[int]) -> Iterator[List[int]]:
-        """Group segment indices, sorted by length to keep padding small, into
-        batches whose attention cost (rows x characters^2) stays under PAIR_BUDGET,
-        at most MAX_BATCH docs each. A transformer model needs its docs together,
-        as its listener saw them."""
-        order = sorted(range(len(lengths)), key=lengths.__getitem__)
+        """Group segment indices into batches under the attention budget
+        (`budget_batches`). A transformer model takes its docs together, as its
+        listener saw them, and applies the budget itself (`model.py`)."""
         if self.model.attrs.get("whole_docs"):
-            yield list(order)
+            yield sorted(range(len(lengths)), key=lengths.__getitem__)
             return
-        batch: List[int] = []
-        for i in order:
-            longest = lengths[i]  # sorted: the newest is the longest
-            if batch and ((len(batch) + 1) * longest * longest > PAIR_BUDGET or len(batch) >= MAX_BATCH):
-                yield batch
-                batch = []
-            batch.append(i)
-        if batch:
-            yield batch
+        yield from budget_batches(lengths)
 
     def _training_segments(self, examples: Sequence[Example]) -> Tuple[List[Doc], List[List[int]]]:
         """Docs to encode with their gold tag ids. Long docs are cut at points

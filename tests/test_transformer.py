@@ -1,5 +1,6 @@
 """FLAT+BERT: character features from a shared transformer (tiny ALBERT from ../shared)."""
 
+import numpy
 import pytest
 import spacy
 import spacy_transformers  # noqa: F401  (the [test] extra installs it: these tests never skip)
@@ -114,3 +115,62 @@ def test_flat_learns_at_its_own_rate():
     listener = transformer_listener_tok2vec_v1(pooling=spacy.registry.layers.get("reduce_mean.v1")(), grad_factor=1.0)
     model = build_flat_transformer_tagger(listener, learn_rate_scale=5.0)
     assert model.get_ref("tagger").shims[0].lr_scale == 5.0
+
+
+def _one_doc_per_group(monkeypatch) -> list:
+    """Make the transformer model encode each doc on its own, as the attention
+    budget does for long docs; returns the group counts of each call."""
+    import spacy_flat.model as flat_model
+    from spacy_flat.batching import budget_batches
+
+    counts: list = []
+
+    def one_each(lengths):
+        groups = list(budget_batches(lengths, pair_budget=1))
+        counts.append(len(groups))
+        return iter(groups)
+
+    monkeypatch.setattr(flat_model, "budget_batches", one_each)
+    return counts
+
+
+@needs_shared
+def test_budget_groups_score_as_one_batch(trained_trf, monkeypatch):
+    texts = [r["text"] for r in tiny_records()] + ["王芳和李娜在上海的复旦大学见面。", "张伟"]
+    docs = list(trained_trf.pipe(texts, disable=["flat_ner"]))
+    model = trained_trf.get_pipe("flat_ner").model
+    whole = model.predict(docs)
+    counts = _one_doc_per_group(monkeypatch)
+    split = model.predict(docs)
+    assert counts == [len(texts)]
+    for row, text in enumerate(texts):
+        numpy.testing.assert_allclose(split[row, : len(text)], whole[row, : len(text)], rtol=1e-4, atol=1e-4)
+    assert [ents(d) for d in trained_trf.pipe(texts)] == [ents(d) for d in trained_trf.pipe(texts)]
+
+
+@needs_shared
+def test_budget_groups_train_the_transformer(monkeypatch):
+    nlp = build()
+    examples = tiny_examples(nlp)
+    nlp.initialize(lambda: examples)
+    tok2vec = nlp.get_pipe("flat_ner").model.get_ref("tok2vec")
+    listener_forward = tok2vec._func
+    sent: list = []
+
+    def spy(model, docs, is_train):
+        vectors, backprop = listener_forward(model, docs, is_train)
+
+        def spied_backprop(d_vectors):
+            sent.append(sum(float(numpy.abs(d).sum()) for d in d_vectors))
+            return backprop(d_vectors)
+
+        return vectors, spied_backprop
+
+    monkeypatch.setattr(tok2vec, "_func", spy)
+    counts = _one_doc_per_group(monkeypatch)
+    optimizer = nlp.create_optimizer()
+    losses = [nlp.update(examples, sgd=optimizer)["flat_ner"] for _ in range(2)]
+    assert counts and all(count == len(examples) for count in counts)
+    assert all(numpy.isfinite(loss) and loss > 0 for loss in losses)
+    # Every group's gradient reaches the transformer's listener.
+    assert len(sent) == 2 and all(total > 0 for total in sent)
