@@ -1,0 +1,162 @@
+"""Fixtures that pin behaviour across refactors: pipelines saved by an earlier
+version, and the losses of a few `spacy train` steps on each config.
+
+`python -m tests.compat pipelines` writes the saved pipelines (run once, at the
+version they are named after; never rewritten by later code, or they would test
+nothing). `python -m tests.compat losses` re-records the training losses: run it
+only for a change that is meant to change training, and say so in its commit.
+"""
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List, Tuple
+
+import numpy
+import spacy
+from spacy.language import Language
+from spacy.util import fix_random_seed, registry
+
+from spacy_flat.char_vocab import CharVocab
+from spacy_flat.lexicon import Lexicon
+
+from .conftest import ROOT, SHARED, SMALL_WORDS, TESTS, TINY, small_config, tiny_examples, tiny_records
+
+COMPAT = TESTS / "data" / "compat"
+# Texts whose entities the saved pipelines must keep predicting: the tiny corpus,
+# unseen sentences, and a text long enough to be cut into windows.
+PROBE_TEXTS = [r["text"] for r in tiny_records()] + [
+    "王芳和李娜在上海的复旦大学见面。",
+    "今天天气很好，张伟去了深圳的腾讯公司任职。",
+    "清华大学的李娜出生在杭州，毕业后在南京工作。" * 6,
+    "Hello张伟2024年在北京😀",
+]
+LOSS_STEPS = 4
+LOSSES = COMPAT / "train_losses.json"
+TINY_BERT = SHARED / "vectors" / "albert-tiny-chinese"
+
+
+def small_char_vectors(width: int = 16) -> Callable[[], Tuple[CharVocab, numpy.ndarray]]:
+    """A character table of the tiny corpus's characters, so a saved pipeline is kilobytes."""
+    chars = sorted({c for text in PROBE_TEXTS for c in text})
+    table = numpy.random.default_rng(1).normal(size=(len(chars), width)).astype("float32")
+
+    def load() -> Tuple[CharVocab, numpy.ndarray]:
+        vocab = CharVocab(chars)
+        extra = numpy.zeros((len(vocab) - len(chars), width), dtype="float32")
+        return vocab, numpy.vstack([table, extra])
+
+    return load
+
+
+def vector_lexicon(width: int = 8) -> Callable[[], Lexicon]:
+    vectors = numpy.random.default_rng(2).normal(size=(len(SMALL_WORDS), width)).astype("float32")
+    return lambda: Lexicon(SMALL_WORDS, vectors, normalize=True)
+
+
+def compat_pipelines() -> Dict[str, Tuple[dict, Callable[[], Lexicon]]]:
+    """name -> (component config, lexicon loader) of each saved pipeline."""
+    plain = small_config()
+    plain["model"]["char_width"] = 16
+    plain["window_size"] = 24
+    plain["window_overlap"] = 4
+    full = small_config()
+    full["model"].update(char_width=16, bigram_width=8, bigram_rows=64, bigram_vectors=True, n_layers=2, max_words=20)
+    return {
+        "plain": (plain, lambda: Lexicon(SMALL_WORDS)),
+        "vectors_bigrams": (full, vector_lexicon()),
+    }
+
+
+def train_compat_pipeline(config: dict, lexicon: Callable[[], Lexicon], steps: int = 60) -> Language:
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=config)
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=lexicon, char_vectors=small_char_vectors())
+    optimizer = nlp.create_optimizer()
+    for _ in range(steps):
+        nlp.update(examples, sgd=optimizer)
+    return nlp
+
+
+def entities(nlp: Language) -> List[List[List]]:
+    return [[[e.start_char, e.end_char, e.label_] for e in doc.ents] for doc in nlp.pipe(PROBE_TEXTS)]
+
+
+def write_pipelines() -> None:
+    from spacy_flat import __version__
+
+    for name, (config, lexicon) in compat_pipelines().items():
+        nlp = train_compat_pipeline(config, lexicon)
+        path = COMPAT / f"{name}-{__version__}"
+        nlp.to_disk(path)
+        (path / "expected_entities.json").write_text(json.dumps(entities(nlp), ensure_ascii=False), encoding="utf8")
+        print(f"wrote {path}")
+
+
+# -- the losses of `spacy train` on each config ---------------------------
+
+_recorded: List[Dict[str, float]] = []
+
+
+@registry.loggers("spacy-flat-tests.loss_recorder.v1")
+def loss_recorder() -> Callable:
+    """A spaCy logger that keeps the losses of every evaluation step."""
+
+    def setup(nlp: Language, stdout: io.IOBase = sys.stdout, stderr: io.IOBase = sys.stderr):  # noqa: B008
+        def log_step(info: Dict) -> None:
+            if info is not None:
+                _recorded.append(dict(info["losses"]))
+
+        return log_step, lambda: None
+
+    return setup
+
+
+def config_overrides(name: str, corpus: Path) -> dict:
+    """Every config as it is, on the tiny corpus, a few steps, each one evaluated
+    (so each step's losses are logged), with a short warm-up so the steps move
+    the weights."""
+    overrides = {
+        "paths.train": str(corpus),
+        "paths.dev": str(corpus),
+        "training.max_steps": LOSS_STEPS,
+        "training.max_epochs": 0,
+        "training.eval_frequency": 1,
+        "training.optimizer.learn_rate.warmup_steps": 1,
+        "training.optimizer.learn_rate.total_steps": 100,
+        "training.logger": {"@loggers": "spacy-flat-tests.loss_recorder.v1"},
+    }
+    if name == "resume_trf.cfg":
+        overrides["paths.transformer"] = str(TINY_BERT)
+    return overrides
+
+
+def train_losses(name: str, workdir: Path) -> List[float]:
+    """flat_ner's loss at each of the first steps of `spacy train configs/NAME`."""
+    from spacy.cli.train import train
+
+    from spacy_flat.convert import convert
+
+    corpus = workdir / "tiny.spacy"
+    if not corpus.exists():
+        convert(TINY, corpus, log=io.StringIO())
+    _recorded.clear()
+    train(ROOT / "configs" / name, None, overrides=config_overrides(name, corpus))
+    return [step["flat_ner"] for step in _recorded]
+
+
+def write_losses() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        losses = {path.name: train_losses(path.name, Path(tmp)) for path in sorted((ROOT / "configs").glob("*.cfg"))}
+    LOSSES.write_text(json.dumps(losses, indent=2) + "\n", encoding="utf8")
+    print(json.dumps(losses, indent=2))
+
+
+if __name__ == "__main__":
+    COMPAT.mkdir(parents=True, exist_ok=True)
+    {"pipelines": write_pipelines, "losses": write_losses}[sys.argv[1]]()
