@@ -105,7 +105,7 @@ _recorded: List[Dict[str, float]] = []
 def loss_recorder() -> Callable:
     """A spaCy logger that keeps the losses of every evaluation step."""
 
-    def setup(nlp: Language, stdout: io.IOBase = sys.stdout, stderr: io.IOBase = sys.stderr):  # noqa: B008
+    def setup(nlp: Language, stdout: io.IOBase = sys.stdout, stderr: io.IOBase = sys.stderr):
         def log_step(info: Dict) -> None:
             if info is not None:
                 _recorded.append(dict(info["losses"]))
