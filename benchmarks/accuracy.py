@@ -21,7 +21,6 @@ much of a gap to the paper is the protocol rather than the model.
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -31,10 +30,10 @@ from typing import Dict, List, Optional
 from spacy.cli.train import train
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ROOT, corpus, machine, spacy_ner_config
+from common import ROOT, SEEDS_COLUMNS, machine, markdown_table, paper_rows, seeds_row, spacy_ner_config, splits
 
-from spacy_flat.evaluate import evaluate
-from spacy_flat.schedule import schedule_for
+from spacy_flat.cli.evaluate import evaluate
+from spacy_flat.cli.schedule import schedule_for
 
 PAPER = {  # test F1, Table 2 of Li et al. 2020 and its baselines
     "resume": {"FLAT (YJ)": 95.45, "FLAT (LS)": 94.93, "Lattice LSTM": 94.46, "TENER": 95.00},
@@ -80,18 +79,6 @@ ABLATIONS = {
 }
 
 
-def splits(name: str) -> Dict[str, Path]:
-    if name == "msra":
-        from spacy_flat.convert import convert_dataset
-
-        out = ROOT / "corpus" / "bench" / "msra"
-        if not (out / "train.spacy").exists():
-            with open("/dev/null", "w") as sink:
-                convert_dataset("msra", ROOT.parent / "shared/data/msra", out, log=sink)
-        return {s: out / f"{s}.spacy" for s in ("train", "dev", "test")}
-    return {s: corpus(name, s) for s in ("train", "dev", "test")}
-
-
 def run(config: Path, data: Dict[str, Path], seed: int, epochs: int, extra: Optional[dict], out: Path) -> dict:
     overrides = {
         "paths.train": str(data["train"]),
@@ -121,14 +108,6 @@ def peer_config(path: Path, epochs: int) -> Path:
     return path
 
 
-def summary(label: str, results: List[dict]) -> str:
-    tests = [r["test_f"] for r in results]
-    spread = statistics.stdev(tests) if len(tests) > 1 else 0.0
-    dev = statistics.mean(r["dev_f"] for r in results)
-    secs = statistics.median(r["train_s"] for r in results)
-    return f"| {label} | {statistics.mean(tests):.2f} ± {spread:.2f} | {dev:.2f} | {len(results)} | {secs:.0f} |"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dataset", choices=sorted(PAPER))
@@ -154,7 +133,7 @@ def main() -> None:
     config = ROOT / "configs" / f"{args.dataset}.cfg"
     if not config.exists():
         config = ROOT / "configs" / "resume.cfg"
-    rows = []
+    rows: List[List[str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         lexicon = "shared w2v lexicon (125,796 words, 100d vectors)" if args.lexicon else "jieba lexicon"
         settings = dict(item.split("=", 1) for item in args.set)
@@ -172,19 +151,15 @@ def main() -> None:
         }
         if not args.peer_only:
             ours = [run(config, data, s, args.epochs, extra, Path(tmp) / f"flat{s}") for s in args.seeds]
-            rows.append(summary(label, ours))
+            rows.append(seeds_row(label, ours))
         if args.peer or args.peer_only:
             cfg = peer_config(Path(tmp) / "peer.cfg", args.epochs)
             peer_extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.peer_set)}
             peer_seeds = args.peer_seeds or args.seeds
             peer = [run(cfg, data, s, args.epochs, peer_extra, Path(tmp) / f"peer{s}") for s in peer_seeds]
-            rows.append(summary("spaCy ner (--optimize accuracy, no vectors)", peer))
+            rows.append(seeds_row("spaCy ner (--optimize accuracy, no vectors)", peer))
     print(f"Machine: {machine()}\n\nDataset: {args.dataset}, {args.epochs} epochs max, seeds {args.seeds}\n")
-    print("| model | test F1 (mean ± sd) | dev F1 | runs | train s (median) |")
-    print("|---|---|---|---|---|")
-    print("\n".join(rows))
-    for name, f1 in PAPER[args.dataset].items():
-        print(f"| {name} (paper) | {f1:.2f} | | | |")
+    print(markdown_table(SEEDS_COLUMNS, rows + paper_rows(PAPER[args.dataset], len(SEEDS_COLUMNS), 1)))
 
 
 if __name__ == "__main__":

@@ -1,19 +1,20 @@
-"""Shared helpers for the benchmarks: data from ../shared, a default pipeline, timing."""
+"""Shared helpers for the benchmarks: data from ../shared, a default pipeline, timing, result tables."""
 
 import platform
 import statistics
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import spacy
+import srsly
 from spacy.language import Language
 from spacy.tokens import DocBin
 from spacy.training import Example
 from thinc.api import Config
 
-from spacy_flat.convert import convert
+from spacy_flat.cli.convert import convert
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -35,6 +36,21 @@ def corpus(name: str, split: str) -> Path:
         with open("/dev/null", "w") as sink:
             convert(files[(name, split)], out, log=sink)
     return out
+
+
+def splits(name: str) -> Dict[str, Path]:
+    """The train, dev and test DocBins of a shared corpus. MSRA's dev is the tail of
+    its training file, cut as project.yml's convert-msra cuts it."""
+    if name != "msra":
+        return {split: corpus(name, split) for split in ("train", "dev", "test")}
+    out = CACHE / "msra"
+    if not (out / "train.spacy").exists():
+        dev_sentences = int(srsly.read_yaml(ROOT / "project.yml")["vars"]["msra_dev_sentences"])
+        with open("/dev/null", "w") as sink:
+            train_dev = SHARED / "data/msra/train_dev.char.bmes"
+            convert(train_dev, out / "train.spacy", dev_last=dev_sentences, dev_output=out / "dev.spacy", log=sink)
+            convert(SHARED / "data/msra/test.char.bmes", out / "test.spacy", log=sink)
+    return {split: out / f"{split}.spacy" for split in ("train", "dev", "test")}
 
 
 def train_split(name: str) -> str:
@@ -110,3 +126,38 @@ def machine() -> str:
 
     versions = f"torch {torch.__version__}, spaCy {spacy.__version__}"
     return f"{cpu}, {os.cpu_count()} cores, {versions}, {time.strftime('%Y-%m-%d')}"
+
+
+# Columns of a result over seeds (`seeds_row`).
+SEEDS_COLUMNS = ("model", "test F1 (mean ± sd)", "dev F1", "runs", "train s (median)")
+
+
+def seeds_row(label: str, results: List[dict]) -> List[str]:
+    """Runs of one model over seeds: test F1 as mean ± sample sd, mean dev F1, runs, median training seconds.
+
+    results (List[dict]): Each with `test_f`, `dev_f` (percent) and `train_s`.
+    """
+    tests = [r["test_f"] for r in results]
+    spread = statistics.stdev(tests) if len(tests) > 1 else 0.0
+    dev = statistics.mean(r["dev_f"] for r in results)
+    secs = statistics.median(r["train_s"] for r in results)
+    return [label, f"{statistics.mean(tests):.2f} ± {spread:.2f}", f"{dev:.2f}", str(len(results)), f"{secs:.0f}"]
+
+
+def paper_rows(paper: Dict[str, float], columns: int, f1_column: int, note: str = "paper") -> List[List[str]]:
+    """Published test F1 as table rows: `name (note)`, the F1 in `f1_column`, the other cells empty."""
+    rows = []
+    for name, f1 in paper.items():
+        row = [f"{name} ({note})"] + [""] * (columns - 1)
+        row[f1_column] = f"{f1:.2f}"
+        rows.append(row)
+    return rows
+
+
+def table_row(cells: Sequence[str]) -> str:
+    return "|" + "|".join(f" {cell} " if cell else " " for cell in cells) + "|"
+
+
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """RETURNS (str): A Markdown table, ready to paste into BENCHMARKS.md."""
+    return "\n".join([table_row(columns), "|" + "---|" * len(columns), *(table_row(row) for row in rows)])

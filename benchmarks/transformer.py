@@ -37,11 +37,11 @@ import spacy
 from spacy.tokens import DocBin
 from thinc.api import Config
 
-from spacy_flat.schedule import schedule_for
+from spacy_flat.cli.schedule import schedule_for
 
 sys.path.insert(0, str(Path(__file__).parent))
-from accuracy import LEXICONS, run, splits, summary
-from common import ROOT, SHARED, machine
+from accuracy import LEXICONS, run
+from common import ROOT, SEEDS_COLUMNS, SHARED, machine, markdown_table, paper_rows, seeds_row, splits, table_row
 
 # Table 4 of Li et al. 2020: BERT-base (12 layers), not the small model used here.
 PAPER_BERT = {
@@ -51,6 +51,8 @@ PAPER_BERT = {
 }
 OURS = "FLAT + transformer (flat_ner)"
 PEER = "transformer + spaCy ner"
+# One row per run.
+COLUMNS = ("model", "seed", "test F1", "dev F1", "train s", "test chars/s (CPU, nlp.pipe)")
 # The transformer's learning rate in both models (configs/resume_trf.cfg).
 TRANSFORMER_RATE = 2e-4
 
@@ -103,7 +105,7 @@ def main() -> None:
     args = parser.parse_args()
     model = str(Path(args.model).resolve())
     data = splits(args.dataset)
-    rows: List[str] = []
+    rows: List[List[str]] = []
     results: Dict[str, List[dict]] = {OURS: [], PEER: []}
     with tempfile.TemporaryDirectory() as tmp:
         if args.limit:
@@ -126,23 +128,18 @@ def main() -> None:
                 runs.append((PEER, run(peer_path, data, seed, args.epochs, shared, Path(tmp) / f"peer{seed}")))
             for label, r in runs:
                 results[label].append(r)
-                row = f"| {label} | {seed} | {r['test_f']:.2f} | {r['dev_f']:.2f} | {r['train_s']:.0f} "
-                rows.append(row + f"| {r['test_chars_per_s']:.0f} |")
-                print("RESULT " + row, flush=True)
+                row = [label, str(seed), f"{r['test_f']:.2f}", f"{r['dev_f']:.2f}", f"{r['train_s']:.0f}"]
+                rows.append([*row, f"{r['test_chars_per_s']:.0f}"])
+                print("RESULT " + table_row(rows[-1]), flush=True)
     print(f"Machine: {machine()}\n")
     lexicon = f"{args.lexicon} lexicon" if args.lexicon else "jieba lexicon"
     print(f"Dataset: {args.dataset}, transformer {Path(model).name}, {lexicon}, ", end="")
     print(f"{args.epochs} epochs, seeds {args.seeds}\n")
-    print("| model | seed | test F1 | dev F1 | train s | test chars/s (CPU, nlp.pipe) |")
-    print("|---|---|---|---|---|---|")
-    print("\n".join(rows))
-    for name, f1 in PAPER_BERT[args.dataset].items():
-        print(f"| {name} (paper, BERT-base) | | {f1:.2f} | | | |")
-
-    summaries = [summary(label, done) for label, done in results.items() if len(done) > 1]
+    paper = paper_rows(PAPER_BERT[args.dataset], len(COLUMNS), 2, note="paper, BERT-base")
+    print(markdown_table(COLUMNS, rows + paper))
+    summaries = [seeds_row(label, done) for label, done in results.items() if len(done) > 1]
     if summaries:
-        print("\n| model | test F1 (mean ± sd) | dev F1 | runs | train s (median) |\n|---|---|---|---|---|")
-        print("\n".join(summaries))
+        print("\n" + markdown_table(SEEDS_COLUMNS, summaries))
 
 
 if __name__ == "__main__":

@@ -15,3 +15,7 @@ class ConversionError(FlatError):
 
 class PipelineFileError(FlatError):
     """A saved pipeline is missing a file or holds a damaged one."""
+
+
+class AssetError(FlatError):
+    """A project asset is missing or does not match its checksum."""

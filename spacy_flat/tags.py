@@ -6,8 +6,7 @@ from typing import Iterable, List, Sequence, Tuple
 
 from spacy.training.iob_utils import tags_to_entities
 
-# A character span: (start, end_exclusive, label).
-CharSpan = Tuple[int, int, str]
+from .types import CharSpan
 
 
 class TagSet:

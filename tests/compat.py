@@ -138,7 +138,7 @@ def train_losses(name: str, workdir: Path) -> List[float]:
     """flat_ner's loss at each of the first steps of `spacy train configs/NAME`."""
     from spacy.cli.train import train
 
-    from spacy_flat.convert import convert
+    from spacy_flat.cli.convert import convert
 
     corpus = workdir / "tiny.spacy"
     if not corpus.exists():

@@ -7,8 +7,8 @@ import pytest
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 
-from spacy_flat.__main__ import main
-from spacy_flat.convert import convert
+from spacy_flat.cli.convert import convert
+from spacy_flat.cli.main import main
 from spacy_flat.errors import ConversionError
 
 from .conftest import SHARED, TINY, needs_shared

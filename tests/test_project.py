@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import srsly
 
-from spacy_flat.project_assets import md5sum
+from spacy_flat.cli.project_assets import md5sum
 
 from .conftest import ROOT, SHARED, needs_shared
 
@@ -70,6 +70,27 @@ def test_project_declares_every_asset_with_checksum(name):
     assert all(len(a["checksum"]) == 32 for a in assets)
 
 
+@pytest.mark.parametrize("name", ["resume", "weibo", "msra"])
+def test_convert_reads_every_asset_and_writes_each_split(name):
+    """`convert` runs the dataset's own command, which converts each of its assets
+    (whose file names live only in project.yml) to the DocBins train and evaluate read."""
+    from weasel.util.config import substitute_project_variables
+
+    project = substitute_project_variables(srsly.read_yaml(ROOT / "project.yml"), {"vars.dataset": name})
+    commands = {command["name"]: command for command in project["commands"]}
+    assert commands["convert"]["script"][0].startswith(f"python -m spacy project run convert-{name} . ")
+    own = commands[f"convert-{name}"]
+    assets = {a["dest"] for a in project["assets"] if a["dest"].startswith(f"assets/{name}/")}
+    calls = [line.split() for line in own["script"] if line.startswith("python -m spacy_flat convert ")]
+    assert {call[4] for call in calls} == set(own["deps"]) == assets
+    dev = {call[call.index("--dev-output") + 1] for call in calls if "--dev-output" in call}
+    written = {call[5] for call in calls} | dev
+    splits = {f"corpus/{name}/{split}.spacy" for split in ("train", "dev", "test")}
+    assert written == set(own["outputs"]) == splits
+    assert splits <= set(commands["train"]["deps"]) | set(commands["evaluate"]["deps"])
+    assert own["script"][0] == f"python -m spacy_flat verify-assets . assets/{name}/"
+
+
 def _msra_zip(path: Path, damage: bool = False) -> str:
     """MSRANER.zip laid out as its public home ships it, from ../shared; RETURNS its file:// URL."""
     import zipfile
@@ -116,7 +137,8 @@ def test_msra_fetch_unzip_and_checksums(tmp_path: Path, damage: bool):
 
 
 def test_verify_assets_names_missing_files(tmp_path: Path):
-    from spacy_flat.project_assets import AssetError, verify_assets
+    from spacy_flat.cli.project_assets import verify_assets
+    from spacy_flat.errors import AssetError
 
     shutil.copy(ROOT / "project.yml", tmp_path)
     with pytest.raises(AssetError, match=r"assets/weibo/weiboNER_2nd_conll.train: missing"):

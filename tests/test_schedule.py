@@ -8,10 +8,10 @@ import pytest
 from spacy.tokens import DocBin
 from spacy.util import load_config
 
-from spacy_flat.__main__ import main
-from spacy_flat.convert import convert
+from spacy_flat.cli.convert import convert
+from spacy_flat.cli.main import main
+from spacy_flat.cli.schedule import count_batches, epoch_schedule, schedule_for
 from spacy_flat.errors import FlatError
-from spacy_flat.schedule import count_batches, epoch_schedule, schedule_for
 
 from .conftest import ROOT, TINY, tiny_records
 

@@ -5,7 +5,7 @@ import json
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set
 
 import spacy
 from spacy import displacy
@@ -13,9 +13,8 @@ from spacy.scorer import PRFScore
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 
-from .scorer import score_char_entities
-
-Span3 = Tuple[int, int, str]
+from ..scorer import score_char_entities
+from ..types import CharSpan
 
 
 def span_scores(examples: List[Example]) -> Dict[str, float]:
@@ -24,8 +23,8 @@ def span_scores(examples: List[Example]) -> Dict[str, float]:
     span = PRFScore()
     span_correct = full_correct = 0
     for eg in examples:
-        gold: Set[Span3] = {(e.start_char, e.end_char, e.label_) for e in eg.reference.ents}
-        pred: Set[Span3] = {(e.start_char, e.end_char, e.label_) for e in eg.predicted.ents}
+        gold: Set[CharSpan] = {(e.start_char, e.end_char, e.label_) for e in eg.reference.ents}
+        pred: Set[CharSpan] = {(e.start_char, e.end_char, e.label_) for e in eg.predicted.ents}
         gold_b = {(s, e) for s, e, _ in gold}
         pred_b = {(s, e) for s, e, _ in pred}
         span.tp += len(gold_b & pred_b)
@@ -118,5 +117,5 @@ def samples_html(examples: List[Example], n_samples: int) -> str:
     )
 
 
-def _ents(doc: Doc) -> List[Span3]:
+def _ents(doc: Doc) -> List[CharSpan]:
     return [(e.start_char, e.end_char, e.label_) for e in doc.ents]

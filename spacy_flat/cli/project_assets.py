@@ -13,11 +13,7 @@ from typing import List
 
 import srsly
 
-from .errors import FlatError
-
-
-class AssetError(FlatError):
-    """A project asset is missing or does not match its checksum."""
+from ..errors import AssetError
 
 
 def md5sum(path: Path) -> str:

@@ -11,13 +11,13 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, TextIO, Tuple
+from typing import Callable, Iterator, List, Optional, TextIO, Tuple
 
 from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 
-from .errors import ConversionError
-from .tags import CharSpan
+from ..errors import ConversionError
+from ..types import CharSpan
 
 SCHEMES = ("BMES", "BIO", "BIOES")
 # Tag prefixes mapped to roles: begin, inside, end (last), single (unit).
@@ -274,35 +274,3 @@ def convert(
         file=log,
     )
     return report, cut, len(docs) - cut
-
-
-# The public corpora's files: split -> file name, and MSRA's deterministic dev split
-# (its last 4,636 training sentences, as in the jy_ner copy; test is never used to select).
-PUBLIC_DATASETS: Dict[str, Dict[str, str]] = {
-    "resume": {"train": "train.char.bmes", "dev": "dev.char.bmes", "test": "test.char.bmes"},
-    "weibo": {
-        "train": "weiboNER_2nd_conll.train",
-        "dev": "weiboNER_2nd_conll.dev",
-        "test": "weiboNER_2nd_conll.test",
-    },
-    "msra": {"train": "train_dev.char.bmes", "test": "test.char.bmes"},
-}
-MSRA_DEV_SENTENCES = 4636
-
-
-def convert_dataset(name: str, assets: Path, corpus: Path, *, log: Optional[TextIO] = None) -> None:
-    """Convert one public corpus from `assets` to train/dev/test DocBins in `corpus`."""
-    if name not in PUBLIC_DATASETS:
-        raise ConversionError(f"unknown dataset {name!r}; choose one of {sorted(PUBLIC_DATASETS)}")
-    files = PUBLIC_DATASETS[name]
-    for split, file_name in files.items():
-        if split == "train" and "dev" not in files:
-            convert(
-                assets / file_name,
-                corpus / "train.spacy",
-                dev_last=MSRA_DEV_SENTENCES,
-                dev_output=corpus / "dev.spacy",
-                log=log,
-            )
-        else:
-            convert(assets / file_name, corpus / f"{split}.spacy", log=log)

@@ -19,7 +19,7 @@ from spacy.tokens import DocBin
 from spacy.util import load_config, registry
 from thinc.api import Config
 
-from .errors import FlatError
+from ..errors import FlatError
 
 WARMUP = "training.optimizer.learn_rate.warmup_steps"
 TOTAL = "training.optimizer.learn_rate.total_steps"

@@ -1,0 +1,96 @@
+"""Command line: `python -m spacy_flat convert | evaluate | schedule | verify-assets`."""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from ..errors import FlatError
+from .convert import SCHEMES, convert
+from .project_assets import verify_assets
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """RETURNS (argparse.ArgumentParser): The parser of the sub-commands."""
+    parser = argparse.ArgumentParser(prog="python -m spacy_flat")
+    commands = parser.add_subparsers(dest="command", required=True)
+    conv = commands.add_parser("convert", help="convert NER data (BMES/BIO/BIOES, Weibo, JSON lines) to a DocBin")
+    conv.add_argument("input", type=Path)
+    conv.add_argument("output", type=Path)
+    conv.add_argument("--scheme", choices=SCHEMES, default=None, help="force the tag scheme")
+    conv.add_argument("--format", choices=("auto", "conll", "jsonl"), default="auto")
+    conv.add_argument("--dev-last", type=int, default=0, help="write the last N sentences to --dev-output")
+    conv.add_argument("--dev-output", type=Path, default=None)
+    evaluate = commands.add_parser("evaluate", help="score a pipeline: JSON, Markdown and an HTML sample page")
+    evaluate.add_argument("model")
+    evaluate.add_argument("data", type=Path)
+    evaluate.add_argument("output", type=Path)
+    evaluate.add_argument("--gpu-id", type=int, default=-1)
+    evaluate.add_argument("--samples", type=int, default=30)
+    schedule = commands.add_parser(
+        "schedule", help="count a config's batches on your training data and set its warm-up and decay in epochs"
+    )
+    schedule.add_argument("config", type=Path)
+    schedule.add_argument("train", type=Path, help="the training DocBin")
+    schedule.add_argument("--epochs", type=int, default=0, help="epochs in the run (default: the config's max_epochs)")
+    schedule.add_argument("--output", type=Path, default=None, help="write the config with the schedule set here")
+    verify = commands.add_parser("verify-assets", help="check a project's assets against their md5 in project.yml")
+    verify.add_argument("project", type=Path)
+    verify.add_argument("prefix", help="check the assets whose dest starts with this, e.g. assets/resume/")
+    return parser
+
+
+def _schedule(config: Path, train: Path, epochs: int, output: Optional[Path]) -> None:
+    from spacy.util import load_config
+
+    from .schedule import EVAL, TOTAL, WARMUP, apply_overrides, schedule_for
+
+    if not config.exists():
+        raise FlatError(f"{config}: no such config")
+    cfg = load_config(config)
+    epochs = epochs or int(cfg["training"]["max_epochs"])
+    overrides = schedule_for(cfg, train, epochs)
+    print(f"{overrides[TOTAL] // epochs} batches per epoch of {train} with the batcher of {config}; {epochs} epochs")
+    print(f"warm-up {overrides[WARMUP]} steps, rate zero at step {overrides[TOTAL]}, evaluate every {overrides[EVAL]}")
+    if output is None:
+        print(" ".join(f"--{key} {value}" for key, value in overrides.items()))
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        apply_overrides(cfg, {**overrides, "training.max_epochs": epochs}).to_disk(output)
+        print(f"wrote {output}")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Run one sub-command, printing a `FlatError` or `OSError` as one line on stderr.
+
+    argv (Optional[List[str]]): The arguments; None for `sys.argv[1:]`.
+    RETURNS (int): The exit status, 0 or 1.
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "convert":
+            convert(
+                args.input,
+                args.output,
+                scheme=args.scheme,
+                file_format=args.format,
+                dev_last=args.dev_last,
+                dev_output=args.dev_output,
+            )
+        elif args.command == "schedule":
+            _schedule(args.config, args.train, args.epochs, args.output)
+        elif args.command == "verify-assets":
+            for path in verify_assets(args.project, args.prefix):
+                print(f"md5 ok: {path}")
+        else:
+            from .evaluate import evaluate  # imports the pipeline machinery only when needed
+
+            scores = evaluate(args.model, args.data, args.output, n_samples=args.samples, gpu_id=args.gpu_id)
+            print((args.output / "scores.md").read_text(encoding="utf8"))
+            if scores["ents_f"] is None:
+                print("error: the data holds no entities to score", file=sys.stderr)
+                return 1
+    except (FlatError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
