@@ -43,12 +43,16 @@ setup(
     },
     entry_points={
         "spacy_factories": ["flat_ner = spacy_flat.pipe:make_flat_ner"],
-        "spacy_architectures": ["spacy-flat.FlatTagger.v1 = spacy_flat.model:build_flat_tagger"],
+        "spacy_architectures": [
+            "spacy-flat.FlatTagger.v1 = spacy_flat.architectures:build_flat_tagger",
+            "spacy-flat.FlatTransformerTagger.v1 = spacy_flat.architectures:build_flat_transformer_tagger",
+        ],
         "spacy_misc": [
             "spacy-flat.jieba_lexicon.v1 = spacy_flat.loaders:create_jieba_lexicon",
             "spacy-flat.word2vec_lexicon.v1 = spacy_flat.loaders:create_word2vec_lexicon",
             "spacy-flat.word_list_lexicon.v1 = spacy_flat.loaders:create_word_list_lexicon",
             "spacy-flat.lac_char_vectors.v1 = spacy_flat.loaders:create_lac_char_vectors",
+            "spacy-flat.word2vec_char_vectors.v1 = spacy_flat.loaders:create_word2vec_char_vectors",
         ],
         "spacy_scorers": ["spacy-flat.char_ner_scorer.v1 = spacy_flat.scorer:make_char_ner_scorer"],
     },

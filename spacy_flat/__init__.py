@@ -1,6 +1,11 @@
 """spacy-flat: the Flat-Lattice Transformer for Chinese NER as a spaCy component."""
 
+import os
+
+import torch
+
 from .about import __version__
+from .architectures import build_flat_tagger, build_flat_transformer_tagger
 from .lexicon import Lexicon
 from .loaders import (
     create_jieba_lexicon,
@@ -9,15 +14,27 @@ from .loaders import (
     create_word2vec_lexicon,
     create_word_list_lexicon,
 )
-from .model import build_flat_tagger
 from .pipe import FlatNER, make_flat_ner
 from .scorer import make_char_ner_scorer
+from .settings import FlatSettings
+
+
+def _single_threaded_torch_in_child() -> None:
+    # A child forked after torch's OpenMP pool started (nlp.pipe(n_process=N))
+    # deadlocks in its first parallel op; one thread per process avoids that
+    # and is what N processes on shared cores want anyway.
+    torch.set_num_threads(1)
+
+
+os.register_at_fork(after_in_child=_single_threaded_torch_in_child)
 
 __all__ = [
     "FlatNER",
+    "FlatSettings",
     "Lexicon",
     "__version__",
     "build_flat_tagger",
+    "build_flat_transformer_tagger",
     "create_jieba_lexicon",
     "create_lac_char_vectors",
     "create_word2vec_char_vectors",

@@ -7,10 +7,12 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from .crf import ConstrainedCRF
 from .position import PositionFusion, RelativePositions, relative_positions
 from .position_scores import position_scores
+from .settings import FlatSettings
 
 
 class FlatAttention(nn.Module):
@@ -108,57 +110,43 @@ class FlatTagger(nn.Module):
     vector width) are set by `configure`, before weights are loaded.
     """
 
-    def __init__(
-        self,
-        *,
-        width: int = 160,
-        n_heads: int = 8,
-        ffn_width: int = 480,
-        n_layers: int = 1,
-        char_width: int = 128,
-        word_width: int = 128,
-        word_rows: int = 50000,
-        bigram_width: int = 0,
-        bigram_rows: int = 0,
-        bigram_vectors: bool = False,
-        embed_dropout: float = 0.5,
-        dropout: float = 0.15,
-        attention_dropout: float = 0.0,
-        output_dropout: float = 0.3,
-        scaled: bool = True,
-        mask_self_matched: bool = False,
-        max_distance: int = -1,
-        head_only: bool = False,
-        use_char_embeddings: bool = True,
-    ) -> None:
+    def __init__(self, settings: FlatSettings) -> None:
         super().__init__()
-        self.width = width
-        self.char_width = char_width
-        self.use_char_embeddings = use_char_embeddings
-        self.bigram_width = bigram_width if bigram_rows > 0 else 0
-        self.use_bigram_vectors = bigram_vectors
+        s = settings
+        self.width = s.width
+        self.char_width = s.char_width
+        self.use_char_embeddings = s.use_char_embeddings
+        self.bigram_width = s.bigram_width if s.bigram_rows > 0 else 0
+        self.use_bigram_vectors = s.bigram_vectors
         # Width of the pretrained bigram vectors (the lexicon's), set by configure.
         self.bigram_vector_width = 0
         # Width of per-character features from outside (a transformer), set by configure.
         self.feature_width = 0
-        self.word_width = word_width
-        self.mask_self_matched = mask_self_matched
-        self.max_distance = max_distance
-        self.char_embed = nn.Embedding(1, char_width)
-        self.bigram_embed = HashEmbedding(bigram_rows, bigram_width) if bigram_rows > 0 else None
-        self.word_embed = HashEmbedding(word_rows, word_width)
+        self.word_width = s.word_width
+        self.mask_self_matched = s.mask_self_matched
+        self.max_distance = s.max_distance
+        self.char_embed = nn.Embedding(1, s.char_width)
+        self.bigram_embed = HashEmbedding(s.bigram_rows, s.bigram_width) if s.bigram_rows > 0 else None
+        self.word_embed = HashEmbedding(s.word_rows, s.word_width)
         self.vector_proj: Optional[nn.Linear] = None
         # A transformer-only model learns its input width at `configure`.
-        self.char_proj = nn.Linear(max(1, self._char_input_width()), width)
-        self.word_proj = nn.Linear(word_width, width)
-        self.embed_dropout = nn.Dropout(embed_dropout)
-        self.position = PositionFusion(width, head_only=head_only)
+        self.char_proj = nn.Linear(max(1, self._char_input_width()), s.width)
+        self.word_proj = nn.Linear(s.word_width, s.width)
+        self.embed_dropout = nn.Dropout(s.embed_dropout)
+        self.position = PositionFusion(s.width, head_only=s.head_only)
         self.layers = nn.ModuleList(
-            FlatLayer(width, n_heads, ffn_width, dropout=dropout, attention_dropout=attention_dropout, scaled=scaled)
-            for _ in range(n_layers)
+            FlatLayer(
+                s.width,
+                s.n_heads,
+                s.ffn_width,
+                dropout=s.dropout,
+                attention_dropout=s.attention_dropout,
+                scaled=s.scaled,
+            )
+            for _ in range(s.n_layers)
         )
-        self.output_dropout = nn.Dropout(output_dropout)
-        self.output = nn.Linear(width, 1)
+        self.output_dropout = nn.Dropout(s.output_dropout)
+        self.output = nn.Linear(s.width, 1)
         self.crf: Optional[ConstrainedCRF] = None
 
     def configure(
@@ -214,6 +202,7 @@ class FlatTagger(nn.Module):
         word_vectors: Optional[torch.Tensor] = None,
         char_features: Optional[torch.Tensor] = None,
         bigram_vectors: Optional[torch.Tensor] = None,
+        recompute: bool = False,
     ) -> torch.Tensor:
         """Emission scores for every character.
 
@@ -224,6 +213,10 @@ class FlatTagger(nn.Module):
         token_mask (B, n): real tokens. char_mask (B, n_chars_max): real characters.
         bigram_hashes (N_c, k), word_vectors (N_w, vector_width),
             char_features (N_c, feature_width) and bigram_vectors (N_c, vector_width): optional.
+        recompute (bool): Keep no attention-sized activations for backward and
+            recompute them there (torch's activation checkpointing, same dropout
+            masks), so a batch encoded in several groups holds one group's
+            attention at a time.
         RETURNS (torch.Tensor): (B, n_chars_max, n_tags) emissions.
         """
         batch, n = heads.shape
@@ -250,7 +243,10 @@ class FlatTagger(nn.Module):
         attend = self._attention_mask(heads, tails, token_mask, pos)
         rel = self.position(pos)
         for layer in self.layers:
-            x = layer(x, rel, pos, attend)
+            if recompute and torch.is_grad_enabled():
+                x = checkpoint(layer, x, rel, pos, attend, use_reentrant=False)
+            else:
+                x = layer(x, rel, pos, attend)
         n_chars = char_mask.shape[1]
         # Only characters go to the output layer; they open every row.
         out = self.output(self.output_dropout(x[:, :n_chars]))

@@ -35,6 +35,9 @@ class FlatBatch:
     # (N_c, width) per-character features from a transformer, set by the
     # transformer architecture; an xp array (NumPy or CuPy).
     char_features: Optional[Any] = None
+    # Recompute attention in backward instead of keeping it (set by the group
+    # loop when a training batch is encoded in several groups).
+    recompute: bool = False
 
     @property
     def lengths(self) -> numpy.ndarray:

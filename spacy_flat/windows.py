@@ -1,11 +1,19 @@
-"""Cutting long texts into overlapping windows and merging their predictions."""
+"""Long documents: the segments the model encodes, cut at sentence punctuation,
+and the merging of their predictions back into whole documents.
+
+Both architectures encode segments, never whole docs: a short doc is one
+segment, a long one several overlapping windows. So a document of any length
+costs bounded memory, with or without transformer features.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, List, Sequence, Tuple
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
-from .tags import CharSpan
+from spacy.tokens import Doc
+
+from .types import CharSpan
 
 # Characters after which a cut is preferred: sentence ends, then clause breaks.
 SENTENCE_ENDS = frozenset("。！？!?；;\n…")
@@ -71,3 +79,71 @@ def merge_window_spans(windows: Sequence[Window], spans: Iterable[Sequence[CharS
         if not kept or span[0] >= kept[-1][1]:
             kept.append(span)
     return kept
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Characters [start, end) of `doc.text`, encoded together.
+
+    features: per-character features of the segment (an xp array of
+    (end - start, width)), set by the transformer architecture.
+    """
+
+    doc: Doc
+    start: int
+    end: int
+    text: str
+    features: Optional[Any] = None
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Segmenter:
+    """Cuts docs into segments and merges the segments' spans back.
+
+    window_size (int): Longest text encoded at once; <= 0 never cuts.
+    window_overlap (int): Context characters shared by neighbouring windows.
+    """
+
+    window_size: int
+    window_overlap: int
+
+    def plan(self, text: str, protected: Sequence[Tuple[int, int]] = ()) -> List[Window]:
+        """RETURNS (List[Window]): The windows of `text`; one empty window for an
+        empty text, so every doc keeps a segment (a transformer listener counts
+        on seeing every doc of a batch, in order)."""
+        return plan_windows(text, self.window_size, self.window_overlap, protected)
+
+    def segments(self, docs: Sequence[Doc]) -> Tuple[List[Segment], List[List[Window]]]:
+        """The segments to encode for prediction, and each doc's windows for `merge`."""
+        segments: List[Segment] = []
+        plans: List[List[Window]] = []
+        for doc in docs:
+            text = doc.text  # rebuilt from every token on each access: read it once
+            plan = self.plan(text)
+            plans.append(plan)
+            segments.extend(Segment(doc, w.start, w.end, text[w.start : w.end]) for w in plan)
+        return segments, plans
+
+    def merge(self, plans: Sequence[List[Window]], spans: Sequence[List[CharSpan]]) -> List[List[CharSpan]]:
+        """Each doc's spans, in doc offsets, from its segments' spans (segment offsets)."""
+        out: List[List[CharSpan]] = []
+        pos = 0
+        for plan in plans:
+            out.append(merge_window_spans(plan, spans[pos : pos + len(plan)]))
+            pos += len(plan)
+        return out
+
+    def training_segments(self, doc: Doc, entities: Sequence[CharSpan]) -> List[Tuple[Segment, List[CharSpan]]]:
+        """The segments of a training doc with their gold spans (segment offsets).
+        Training windows are their own parts only, cut where no gold entity
+        crosses, so every entity is learned exactly once and none is clipped."""
+        text = doc.text
+        out: List[Tuple[Segment, List[CharSpan]]] = []
+        for window in self.plan(text, [(s, e) for s, e, _ in entities]):
+            a, b = window.own_start, window.own_end
+            inside = [(s - a, e - a, label) for s, e, label in entities if a <= s and e <= b]
+            out.append((Segment(doc, a, b, text[a:b]), inside))
+        return out

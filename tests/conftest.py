@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 from typing import Callable, List
 
+import numpy
 import pytest
 import spacy
 from spacy.language import Language
@@ -92,6 +93,13 @@ def build_small(steps: int = 120, seed: int = 0) -> Language:
     for _ in range(steps):
         nlp.update(examples, sgd=optimizer)
     return nlp
+
+
+def scores_of(nlp: Language, text: str) -> numpy.ndarray:
+    """The emission scores `flat_ner`'s model gives `text`, as the component segments it."""
+    ner = nlp.get_pipe("flat_ner")
+    segments, _ = ner.segmenter.segments([nlp.make_doc(text)])
+    return ner.model.predict(segments)
 
 
 @pytest.fixture(scope="session")

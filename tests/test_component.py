@@ -11,7 +11,7 @@ from spacy.training import Example
 from spacy_flat.errors import PipelineFileError
 from spacy_flat.pipe import FlatNER
 
-from .conftest import build_small, small_config, small_lexicon, tiny_examples, tiny_records
+from .conftest import build_small, scores_of, small_config, small_lexicon, tiny_examples, tiny_records
 
 
 def ents(doc: Doc):
@@ -104,8 +104,8 @@ def test_to_disk_and_spacy_load_give_identical_predictions(trained_nlp, tmp_path
     loaded = spacy.load(tmp_path / "pipeline")
     for text in texts:
         assert ents(loaded(text)) == ents(trained_nlp(text))
-    a = trained_nlp.get_pipe("flat_ner").model.predict([trained_nlp.make_doc(texts[0])])
-    b = loaded.get_pipe("flat_ner").model.predict([loaded.make_doc(texts[0])])
+    a = scores_of(trained_nlp, texts[0])
+    b = scores_of(loaded, texts[0])
     assert (a == b).all()
     assert loaded.get_pipe("flat_ner").lexicon.words == trained_nlp.get_pipe("flat_ner").lexicon.words
 
@@ -145,9 +145,8 @@ def test_lexicon_takes_new_words_on_next_call(trained_nlp):
     assert "人和药店" not in lexicon
     lexicon.add("人和药店")
     assert len(lexicon) == before + 1 and "人和药店" in lexicon
-    doc = nlp.make_doc("重庆人和药店")
-    plain = trained_nlp.get_pipe("flat_ner").model.predict([doc])
-    with_word = nlp.get_pipe("flat_ner").model.predict([doc])
+    plain = scores_of(trained_nlp, "重庆人和药店")
+    with_word = scores_of(nlp, "重庆人和药店")
     assert not (plain == with_word).all()  # the new word changed the lattice
 
 
@@ -182,7 +181,6 @@ def test_word2vec_lexicon_trains_with_its_vectors_and_round_trips(tmp_path):
     from spacy.util import fix_random_seed
 
     from spacy_flat.loaders import create_word2vec_lexicon
-    from spacy_flat.model import torch_module
 
     from .conftest import SMALL_WORDS
 
@@ -195,7 +193,7 @@ def test_word2vec_lexicon_trains_with_its_vectors_and_round_trips(tmp_path):
     ner = nlp.add_pipe("flat_ner", config=small_config())
     examples = tiny_examples(nlp)
     ner.initialize(lambda: examples, nlp=nlp, lexicon=create_word2vec_lexicon(str(tmp_path / "words.vector")))
-    module = torch_module(ner.model)
+    module = ner.tagger.module
     assert module.vector_proj is not None and module.vector_proj.in_features == 6
     before = module.vector_proj.weight.detach().clone()
     optimizer = nlp.create_optimizer()
@@ -220,7 +218,6 @@ def test_bigram_vectors_widen_the_character_input_learn_and_round_trip(tmp_path)
     from spacy.util import fix_random_seed
 
     from spacy_flat.lexicon import Lexicon
-    from spacy_flat.model import torch_module
 
     from .conftest import SMALL_WORDS
 
@@ -235,7 +232,7 @@ def test_bigram_vectors_widen_the_character_input_learn_and_round_trip(tmp_path)
     vectors = rng.normal(size=(len(SMALL_WORDS), 6)).astype("float32")
     fix_random_seed(0)
     ner.initialize(lambda: examples, nlp=nlp, lexicon=lambda: Lexicon(SMALL_WORDS, vectors))
-    module = torch_module(ner.model)
+    module = ner.tagger.module
     assert module.char_proj.in_features == module.char_width + 6
     bigram_columns = module.char_proj.weight[:, module.char_width :].detach().clone()
     optimizer = nlp.create_optimizer()
@@ -246,7 +243,7 @@ def test_bigram_vectors_widen_the_character_input_learn_and_round_trip(tmp_path)
     assert sum(ents(nlp(t)) == ents(eg.reference) for t, eg in zip(texts, examples)) >= len(texts) // 2
     nlp.to_disk(tmp_path / "pipeline")
     loaded = spacy.load(tmp_path / "pipeline")
-    assert torch_module(loaded.get_pipe("flat_ner").model).char_proj.in_features == module.char_width + 6
+    assert loaded.get_pipe("flat_ner").tagger.module.char_proj.in_features == module.char_width + 6
     for text in texts:
         assert ents(loaded(text)) == ents(nlp(text))
 
@@ -258,7 +255,6 @@ def test_word2vec_char_vectors_set_the_table_and_need_a_matching_width(tmp_path)
     import numpy
 
     from spacy_flat.loaders import create_word2vec_char_vectors
-    from spacy_flat.model import torch_module
 
     chars = sorted({c for r in tiny_records() for c in r["text"]})
     rng = numpy.random.default_rng(0)
@@ -276,7 +272,7 @@ def test_word2vec_char_vectors_set_the_table_and_need_a_matching_width(tmp_path)
     nlp = spacy.blank("zh")
     ner = nlp.add_pipe("flat_ner", config=config)
     ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), char_vectors=load_chars)
-    table = torch_module(ner.model).char_embed.weight.detach().numpy()
+    table = ner.tagger.module.char_embed.weight.detach().numpy()
     assert numpy.allclose(table[ner.char_vocab.row(chars[0])], vectors[chars[0]], atol=1e-5)
     optimizer = nlp.create_optimizer()
     for _ in range(5):

@@ -4,6 +4,7 @@ import numpy
 import pytest
 import spacy
 import spacy_transformers  # noqa: F401  (the [test] extra installs it: these tests never skip)
+from spacy.training import Example
 
 from .conftest import SHARED, needs_shared, small_lexicon, tiny_examples, tiny_records
 
@@ -110,7 +111,7 @@ def test_transformer_features_alone(tmp_path):
 def test_flat_learns_at_its_own_rate():
     from spacy_transformers.architectures import transformer_listener_tok2vec_v1
 
-    from spacy_flat.model import build_flat_transformer_tagger
+    from spacy_flat.architectures import build_flat_transformer_tagger
 
     listener = transformer_listener_tok2vec_v1(pooling=spacy.registry.layers.get("reduce_mean.v1")(), grad_factor=1.0)
     model = build_flat_transformer_tagger(listener, learn_rate_scale=5.0)
@@ -120,7 +121,7 @@ def test_flat_learns_at_its_own_rate():
 def _one_doc_per_group(monkeypatch) -> list:
     """Make the transformer model encode each doc on its own, as the attention
     budget does for long docs; returns the group counts of each call."""
-    import spacy_flat.model as flat_model
+    import spacy_flat.layers.groups as groups_module
     from spacy_flat.batching import budget_batches
 
     counts: list = []
@@ -130,7 +131,7 @@ def _one_doc_per_group(monkeypatch) -> list:
         counts.append(len(groups))
         return iter(groups)
 
-    monkeypatch.setattr(flat_model, "budget_batches", one_each)
+    monkeypatch.setattr(groups_module, "budget_batches", one_each)
     return counts
 
 
@@ -138,10 +139,11 @@ def _one_doc_per_group(monkeypatch) -> list:
 def test_budget_groups_score_as_one_batch(trained_trf, monkeypatch):
     texts = [r["text"] for r in tiny_records()] + ["王芳和李娜在上海的复旦大学见面。", "张伟"]
     docs = list(trained_trf.pipe(texts, disable=["flat_ner"]))
-    model = trained_trf.get_pipe("flat_ner").model
-    whole = model.predict(docs)
+    ner = trained_trf.get_pipe("flat_ner")
+    segments, _ = ner.segmenter.segments(docs)
+    whole = ner.model.predict(segments)
     counts = _one_doc_per_group(monkeypatch)
-    split = model.predict(docs)
+    split = ner.model.predict(segments)
     assert counts == [len(texts)]
     for row, text in enumerate(texts):
         numpy.testing.assert_allclose(split[row, : len(text)], whole[row, : len(text)], rtol=1e-4, atol=1e-4)
@@ -174,3 +176,53 @@ def test_budget_groups_train_the_transformer(monkeypatch):
     assert all(numpy.isfinite(loss) and loss > 0 for loss in losses)
     # Every group's gradient reaches the transformer's listener.
     assert len(sent) == 2 and all(total > 0 for total in sent)
+
+
+@needs_shared
+def test_training_gives_each_doc_its_own_transformer_features(monkeypatch):
+    """In training the listener returns the vectors of the batch as the
+    transformer saw it (its batch id is a sum, blind to order), so FLAT must ask
+    for every doc, in the batch's order: 0.1.0 sorted the docs by length and
+    gave them each other's vectors, and crashed on an empty doc."""
+    nlp = build()
+    examples = sorted(tiny_examples(nlp), key=lambda eg: len(eg.predicted), reverse=True)
+    examples.insert(3, Example.from_dict(nlp.make_doc(""), {"entities": []}))
+    nlp.initialize(lambda: examples)
+    tok2vec = nlp.get_pipe("flat_ner").model.get_ref("tok2vec")
+    listener_forward = tok2vec._func
+    seen: list = []
+
+    def spy(model, docs, is_train):
+        vectors, backprop = listener_forward(model, docs, is_train)
+        seen.append(([len(doc) for doc in docs], [len(v) for v in vectors]))
+        return vectors, backprop
+
+    monkeypatch.setattr(tok2vec, "_func", spy)
+    losses = nlp.update(examples, sgd=nlp.create_optimizer())
+    assert numpy.isfinite(losses["flat_ner"]) and losses["flat_ner"] > 0
+    assert seen == [([len(eg.predicted) for eg in examples],) * 2]
+
+
+@needs_shared
+@pytest.mark.slow
+def test_200k_character_document_in_bounded_memory(trained_trf, tmp_path):
+    """Windows apply with transformer features too: one 200,000-character doc
+    is encoded as 512-character segments, never as one n x n attention."""
+    import subprocess
+    import sys
+
+    trained_trf.to_disk(tmp_path / "trf")
+    script = f"""
+import resource, spacy
+nlp = spacy.load({str(tmp_path / "trf")!r})
+text = "张伟毕业于北京大学，现在上海的华为公司工作。" * 9100
+doc = nlp(text)
+assert doc.text == text and all(0 <= e.start_char < e.end_char <= len(text) for e in doc.ents)
+print(len(text), len(doc.ents), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    n_chars, n_ents, peak_mb = map(int, result.stdout.split())
+    assert n_chars >= 200_000 and n_ents > 0
+    # One attention over the whole doc would need 200,000^2 x 4 bytes = 160 GB.
+    assert peak_mb < 6000, f"peak resident memory {peak_mb} MB"

@@ -1,0 +1,66 @@
+"""The registered FLAT architectures. Builders only: the layers are in `layers/`,
+the settings and their defaults in `settings.py`."""
+
+import inspect
+from typing import Any, List, Optional
+
+from spacy.tokens import Doc
+from spacy.util import registry
+from thinc.api import Model
+from thinc.types import Floats2d, Floats3d
+
+from .layers.featurizer import flat_featurizer
+from .layers.groups import flat_model
+from .layers.torch_tagger import torch_tagger
+from .layers.transformer_features import flat_transformer_model
+from .settings import TRANSFORMER_ONLY, FlatSettings, settings_signature
+from .windows import Segment
+
+_TOK2VEC = inspect.Parameter(
+    "tok2vec", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Model[List[Doc], List[Floats2d]]
+)
+
+
+@registry.architectures("spacy-flat.FlatTagger.v1")
+@settings_signature(exclude=TRANSFORMER_ONLY)
+def build_flat_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
+    """Build FLAT: lattice features, the FLAT encoder and emission scores.
+
+    settings: The `FlatSettings` fields but `use_char_embeddings` and `learn_rate_scale`.
+    RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
+    """
+    return build_flat(FlatSettings(**settings))
+
+
+@registry.architectures("spacy-flat.FlatTransformerTagger.v1")
+@settings_signature(_TOK2VEC, learn_rate_scale=5.0)
+def build_flat_transformer_tagger(
+    tok2vec: Model[List[Doc], List[Floats2d]], **settings: Any
+) -> Model[List[Segment], Floats3d]:
+    """FLAT+BERT: FLAT whose character representations come from a transformer.
+
+    tok2vec (Model[List[Doc], List[Floats2d]]): Token vectors, usually a
+        `spacy-transformers.TransformerListener.v1` of a shared `transformer`
+        component (which is then fine-tuned jointly, with its own optimizer settings).
+        Each character takes the vector of the token it belongs to (one character
+        per token in `spacy.blank("zh")`); whitespace between tokens gets zeros.
+    settings: The `FlatSettings` fields; `use_char_embeddings` also concatenates
+        the character embeddings, and `learn_rate_scale` (5.0 here) is FLAT's
+        learning rate as a multiple of the transformer's.
+    """
+    return build_flat(FlatSettings(**settings), tok2vec)
+
+
+def build_flat(
+    settings: FlatSettings, tok2vec: Optional[Model[List[Doc], List[Floats2d]]] = None
+) -> Model[List[Segment], Floats3d]:
+    """The one build function of both architectures.
+
+    settings (FlatSettings): The architecture's settings.
+    tok2vec (Optional[Model]): A listener for transformer features, or None.
+    """
+    features = flat_featurizer(settings)
+    tagger = torch_tagger(settings)
+    if tok2vec is None:
+        return flat_model(features, tagger)
+    return flat_transformer_model(features, tok2vec, tagger)

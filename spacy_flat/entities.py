@@ -1,0 +1,44 @@
+"""Character spans to `doc.ents`, on whatever tokens the pipeline's tokenizer made."""
+
+import logging
+from typing import Dict, Iterable, List
+
+from spacy.tokens import Doc, Span
+from spacy.util import filter_spans
+
+from .types import CharSpan
+
+logger = logging.getLogger("spacy_flat")
+
+ALIGNMENT_MODES = ("strict", "contract", "expand")
+
+
+def set_char_entities(doc: Doc, spans: Iterable[CharSpan], mode: str, report: Dict[str, int]) -> None:
+    """Write `doc.ents` from character spans, snapping each to tokens by `mode`
+    (spaCy's `Doc.char_span` alignment modes).
+
+    report (Dict[str, int]): Counts of spans placed "exact", "snapped" to token
+        boundaries, or "dropped" (no token alignment, or overlapping a kept one).
+    """
+    ents: List[Span] = []
+    text = doc.text
+    for start, end, label in spans:
+        # Entities never begin or end with whitespace; trim it off.
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if start == end:
+            report["dropped"] += 1
+            continue
+        span = doc.char_span(start, end, label=label, alignment_mode=mode)
+        if span is None or len(span) == 0:
+            report["dropped"] += 1
+            logger.debug("span %d-%d %s has no token alignment", start, end, label)
+            continue
+        exact = span.start_char == start and span.end_char == end
+        report["exact" if exact else "snapped"] += 1
+        ents.append(span)
+    kept = filter_spans(ents)
+    report["dropped"] += len(ents) - len(kept)
+    doc.set_ents(kept, default="outside")

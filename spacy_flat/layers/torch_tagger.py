@@ -1,0 +1,183 @@
+"""The FLAT torch module as a thinc layer, and the one handle the component
+uses to reach it: device, shapes, CRF loss and decoding."""
+
+import io
+from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
+
+import numpy
+import torch
+from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, torch2xp, xp2torch
+from thinc.layers.pytorchwrapper import forward as pytorch_forward
+from thinc.types import Floats2d, Floats3d
+
+from ..encoder import FlatTagger
+from ..features import FlatBatch
+from ..resources import FlatResources
+from ..settings import FlatSettings
+from ..shim import InPlacePyTorchShim
+from ..tags import TagSet
+
+
+def torch_tagger(settings: FlatSettings) -> Model[FlatBatch, Floats3d]:
+    """PyTorchWrapper_v3's layer around `FlatTagger`, with the in-place shim (see shim.py).
+
+    RETURNS (Model[FlatBatch, Floats3d]): Emission scores (batch, chars, tags).
+    """
+    shim = InPlacePyTorchShim(
+        FlatTagger(settings),
+        mixed_precision=settings.mixed_precision,
+        grad_scaler=PyTorchGradScaler(**(settings.grad_scaler_config or {})),
+        device=None,
+        serialize_model=_serialize,
+        deserialize_model=_deserialize,
+        lr_scale=settings.learn_rate_scale,
+    )
+    return Model(
+        "pytorch",
+        pytorch_forward,
+        attrs={"convert_inputs": _convert_inputs, "convert_outputs": _convert_outputs},
+        shims=[shim],
+        dims={"nI": None, "nO": None},
+    )
+
+
+class TorchTagger:
+    """The torch side of a FLAT model, for the component: it never touches
+    tensors or shims itself.
+
+    model (Model): A FLAT model (either architecture), with a "tagger" ref.
+    """
+
+    def __init__(self, model: Model) -> None:
+        self._layer = model.get_ref("tagger")
+
+    @property
+    def module(self) -> FlatTagger:
+        """RETURNS (FlatTagger): The torch module."""
+        return cast(FlatTagger, self._layer.shims[0]._model)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.module.parameters()).device
+
+    @property
+    def is_configured(self) -> bool:
+        return self.module.crf is not None
+
+    def configure(self, resources: FlatResources, tag_set: TagSet, feature_width: int) -> None:
+        """Set the shapes that depend on data, before weights are set or loaded."""
+        self.module.configure(
+            feature_width=feature_width,
+            n_chars=resources.n_chars,
+            vector_width=resources.vector_width,
+            n_tags=len(tag_set),
+            transitions=tag_set.allowed_transitions(),
+            starts=tag_set.allowed_starts(),
+            ends=tag_set.allowed_ends(),
+        )
+
+    def check_char_width(self, table: numpy.ndarray, component: str) -> None:
+        if table.shape[1] != self.module.char_width:
+            raise ValueError(
+                f"Character vectors have width {table.shape[1]} but the model's char_width is "
+                f"{self.module.char_width}; set [components.{component}.model] char_width = {table.shape[1]}"
+            )
+
+    def set_char_vectors(self, table: numpy.ndarray) -> None:
+        """Initialize the character embeddings from a (rows, char_width) table."""
+        self.module.set_char_vectors(torch.from_numpy(numpy.ascontiguousarray(table, dtype="float32")))
+
+    def loss(self, scores: Floats3d, gold: Sequence[Sequence[int]]) -> Tuple[float, Floats3d]:
+        """CRF negative log-likelihood, averaged over the non-empty rows, and its
+        gradient (zero for empty rows).
+
+        The CRF's own parameter gradients accumulate in the torch module and are
+        applied by the next `finish_update`.
+        """
+        device = self.device
+        rows = [b for b, row in enumerate(gold) if len(row)]
+        emissions = xp2torch(scores, requires_grad=True, device=device)
+        filled = emissions[rows] if len(rows) < len(gold) else emissions
+        mask = _padded([len(gold[b]) for b in rows], device)[:, : emissions.shape[1]]
+        tags = torch.zeros(mask.shape, dtype=torch.long)
+        for k, b in enumerate(rows):
+            tags[k, : len(gold[b])] = torch.as_tensor(gold[b], dtype=torch.long)
+        loss = self.module.loss(filled, tags.to(device), mask) / max(1, len(rows))
+        loss.backward()
+        assert emissions.grad is not None
+        return float(loss.item()), cast(Floats3d, torch2xp(emissions.grad))
+
+    def decode(self, scores: Floats3d, lengths: Sequence[int]) -> List[List[int]]:
+        """Viterbi tag ids per row, each of its own length (none for an empty row)."""
+        rows = [b for b, length in enumerate(lengths) if length]
+        out: List[List[int]] = [[] for _ in lengths]
+        if rows:
+            device = self.device
+            emissions = xp2torch(scores, device=device)
+            if len(rows) < len(lengths):
+                emissions = emissions[rows]
+            mask = _padded([lengths[b] for b in rows], device)[:, : emissions.shape[1]]
+            for b, ids in zip(rows, self.module.decode(emissions, mask)):
+                out[b] = ids
+        return out
+
+
+def _padded(lengths: Sequence[int], device: torch.device) -> torch.Tensor:
+    width = max(lengths)
+    return torch.arange(width, device=device)[None, :] < torch.as_tensor(list(lengths), device=device)[:, None]
+
+
+def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
+    device = next(model.shims[0]._model.parameters()).device
+
+    def tensor(array: Optional[numpy.ndarray]) -> Optional[torch.Tensor]:
+        return None if array is None else torch.from_numpy(numpy.ascontiguousarray(array)).to(device)
+
+    kwargs: dict = {
+        "char_rows": tensor(batch.char_rows),
+        "word_hashes": tensor(batch.word_hashes),
+        "heads": tensor(batch.heads),
+        "tails": tensor(batch.tails),
+        "char_index": tensor(batch.char_index),
+        "word_index": tensor(batch.word_index),
+        "token_mask": tensor(batch.token_mask),
+        "char_mask": tensor(batch.char_mask),
+        "bigram_hashes": tensor(batch.bigram_hashes),
+        "word_vectors": tensor(batch.word_vectors),
+        "bigram_vectors": tensor(batch.bigram_vectors),
+        "recompute": batch.recompute,
+    }
+    if batch.char_features is not None:
+        kwargs["char_features"] = xp2torch(batch.char_features, requires_grad=is_train, device=device)
+
+    def backprop(d_inputs: ArgsKwargs) -> Optional[Floats2d]:
+        """RETURNS: the gradient of the character features, if any."""
+        grad = d_inputs.kwargs.get("char_features")
+        return None if grad is None else cast(Floats2d, torch2xp(grad))
+
+    return ArgsKwargs(args=(), kwargs=kwargs), backprop
+
+
+def _convert_outputs(
+    model: Model, inputs_outputs: Tuple[Any, torch.Tensor], is_train: bool
+) -> Tuple[Floats3d, Callable]:
+    _, output = inputs_outputs
+    scores = cast(Floats3d, torch2xp(output.float()))
+
+    def backprop(d_scores: Floats3d) -> ArgsKwargs:
+        return ArgsKwargs(args=(output,), kwargs={"grad_tensors": xp2torch(d_scores, device=output.device)})
+
+    return scores, backprop
+
+
+def _serialize(module: torch.nn.Module) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(module.state_dict(), buffer)
+    return buffer.getvalue()
+
+
+def _deserialize(module: torch.nn.Module, data: bytes, device: torch.device) -> torch.nn.Module:
+    # weights_only: a saved pipeline holds tensors, never code to unpickle.
+    state = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
+    module.load_state_dict(state)
+    return module.to(device)

@@ -1,0 +1,109 @@
+"""The FLAT architecture's settings: the one place their names, defaults and
+meanings are written.
+
+The registered builders (`architectures.py`) take these as keyword arguments;
+their signatures are made from this dataclass (`settings_signature`), so spaCy's
+config system fills and validates every setting without a second copy of the
+list. The torch module, the featurizer and the shim all read one `FlatSettings`.
+"""
+
+import dataclasses
+import inspect
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Sequence, TypeVar
+
+
+@dataclass(frozen=True)
+class FlatSettings:
+    """Settings of a FLAT model (the paper's Table 5 sizes by default).
+
+    width (int): d_model (160).
+    n_heads (int): Attention heads (8).
+    ffn_width (int): Feed-forward size (480).
+    n_layers (int): FLAT layers (1).
+    char_width (int): Character embedding width; must match the character
+        vectors given at initialization (jieba's LAC table: 128).
+    word_width (int), word_rows (int): Word bloom-embedding width and rows.
+    bigram_width (int), bigram_rows (int): Character-bigram bloom embeddings; 0 rows for none.
+    bigram_vectors (bool): Also give each character the lexicon's vector of its
+        bigram (zeros where the lexicon has none), as the paper's pretrained
+        bigram embeddings; needs a lexicon with vectors.
+    max_words (int): Cap on lattice words per text; -1 for none.
+    embed_dropout (float), dropout (float), attention_dropout (float),
+    output_dropout (float): Dropout rates (paper: 0.5 embeddings, 0.3 output).
+    scaled (bool): Scale attention by 1/sqrt(d_head); False is TENER's un-scaled attention.
+    mask_self_matched (bool): FLAT_msm ablation.
+    max_distance (int): FLAT_mld ablation (10 in the paper); -1 for none.
+    head_only (bool): FLAT_head ablation.
+    mixed_precision (bool), grad_scaler_config (dict): PyTorch autocast and grad scaling.
+    use_char_embeddings (bool): Use the character embeddings; only a model with
+        transformer features may go without.
+    learn_rate_scale (float): The torch module's learning rate as a multiple of
+        the optimizer's (FLAT+BERT trains FLAT faster than the transformer).
+    """
+
+    width: int = 160
+    n_heads: int = 8
+    ffn_width: int = 480
+    n_layers: int = 1
+    char_width: int = 128
+    word_width: int = 64
+    word_rows: int = 20000
+    bigram_width: int = 0
+    bigram_rows: int = 0
+    bigram_vectors: bool = False
+    max_words: int = -1
+    embed_dropout: float = 0.5
+    dropout: float = 0.15
+    attention_dropout: float = 0.0
+    output_dropout: float = 0.3
+    scaled: bool = True
+    mask_self_matched: bool = False
+    max_distance: int = -1
+    head_only: bool = False
+    mixed_precision: bool = False
+    grad_scaler_config: Optional[Dict[str, Any]] = None
+    use_char_embeddings: bool = True
+    learn_rate_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.width % self.n_heads:
+            raise ValueError(f"width {self.width} is not divisible by {self.n_heads} heads")
+
+
+# The settings only a model with transformer features takes.
+TRANSFORMER_ONLY = ("use_char_embeddings", "learn_rate_scale")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def settings_signature(*leading: inspect.Parameter, exclude: Sequence[str] = (), **defaults: Any) -> Callable[[F], F]:
+    """Give a builder that takes `**settings` the signature of `FlatSettings`.
+
+    leading (inspect.Parameter): Parameters that come first (a tok2vec layer).
+    exclude (Sequence[str]): Settings the builder does not take.
+    defaults (Any): Defaults that differ from `FlatSettings`'s for this builder.
+    """
+    hints = typing.get_type_hints(FlatSettings)
+    params = list(leading)
+    for field in dataclasses.fields(FlatSettings):
+        if field.name not in exclude:
+            default = defaults.get(field.name, field.default)
+            params.append(
+                inspect.Parameter(
+                    field.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hints[field.name]
+                )
+            )
+
+    def decorate(builder: F) -> F:
+        returns = inspect.signature(builder).return_annotation
+        builder.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+        return builder
+
+    return decorate
+
+
+def default_config(architecture: str, exclude: Sequence[str] = TRANSFORMER_ONLY) -> Dict[str, Any]:
+    """RETURNS (Dict[str, Any]): The `[model]` block of `architecture` with every default."""
+    values = {f.name: f.default for f in dataclasses.fields(FlatSettings) if f.name not in exclude}
+    return {"@architectures": architecture, **values}
