@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import examples, machine, train_split
 
 from spacy_flat.encoder import FlatTagger
-from spacy_flat.model import crf_loss
+from spacy_flat.layers import TorchTagger
 from spacy_flat.position_scores import _PositionScores
 from spacy_flat.shim import InPlacePyTorchShim
 
@@ -41,7 +41,7 @@ PARTS: List[Tuple[str, Union[Tuple[str, int, str], Tuple[str, str]]]] = [
     ("encoder backward (thinc PyTorchShim.begin_update's backprop)", ("thinc/shims/pytorch.py", "backprop")),
     ("position scores, backward (part of the encoder backward)", _where(_PositionScores.backward)),
     ("position scores, forward (part of the FLAT forward)", _where(_PositionScores.forward)),
-    ("CRF loss, forward and backward (crf_loss)", _where(crf_loss)),
+    ("CRF loss, forward and backward (TorchTagger.loss)", _where(TorchTagger.loss)),
     ("optimizer (InPlacePyTorchShim.finish_update, thinc Adam)", _where(InPlacePyTorchShim.finish_update)),
     ("spaCy's example copies (Language._copy_examples)", ("spacy/language.py", "_copy_examples")),
 ]

@@ -24,7 +24,7 @@ from spacy.language import Language
 sys.path.insert(0, str(Path(__file__).parent))
 from common import ROOT, examples, machine, median_time, spacy_ner_config, texts, train_split
 
-from spacy_flat import model as flat_model
+from spacy_flat.layers import TorchTagger
 
 
 def spacy_ner(train_name: str) -> Language:
@@ -59,7 +59,7 @@ def inference(nlp: Language, docs: List[str], repeats: int, batch_size: int) -> 
 def decode_share(nlp: Language, docs: List[str]) -> float:
     """Fraction of nlp.pipe time spent in CRF decoding."""
     spent = [0.0]
-    original = flat_model.crf_decode
+    original = TorchTagger.decode
 
     def timed(*args, **kwargs):  # type: ignore[no-untyped-def]
         start = time.perf_counter()
@@ -67,13 +67,11 @@ def decode_share(nlp: Language, docs: List[str]) -> float:
         spent[0] += time.perf_counter() - start
         return out
 
-    import spacy_flat.pipe as pipe_module
-
-    pipe_module.crf_decode = timed
+    TorchTagger.decode = timed  # type: ignore[method-assign]
     try:
         total = median_time(lambda: list(nlp.pipe(docs, batch_size=64)), 1)
     finally:
-        pipe_module.crf_decode = original
+        TorchTagger.decode = original  # type: ignore[method-assign]
     return spent[0] / total
 
 
@@ -97,7 +95,7 @@ def training_speed(nlp: Language, name: str, n_batches: int) -> float:
 
 def lattice_speed() -> Dict[str, float]:
     from spacy_flat.lexicon import Lexicon
-    from spacy_flat.loaders import jieba_dir, read_word_list
+    from spacy_flat.readers import jieba_dir, read_word_list
 
     lexicon = Lexicon(read_word_list(jieba_dir() / "dict.txt")[0])
     lexicon.matches("预热")
