@@ -102,6 +102,23 @@ def scores_of(nlp: Language, text: str) -> numpy.ndarray:
     return ner.model.predict(segments)
 
 
+def one_segment_per_group(monkeypatch: pytest.MonkeyPatch) -> List[int]:
+    """Make the group loop encode each segment on its own, as the attention
+    budget does for long documents. RETURNS: the group count of each call."""
+    import spacy_flat.layers.groups as groups_module
+    from spacy_flat.batching import budget_batches
+
+    counts: List[int] = []
+
+    def one_each(lengths):  # type: ignore[no-untyped-def]
+        groups = list(budget_batches(lengths, pair_budget=1))
+        counts.append(len(groups))
+        return iter(groups)
+
+    monkeypatch.setattr(groups_module, "budget_batches", one_each)
+    return counts
+
+
 @pytest.fixture(scope="session")
 def trained_nlp() -> Language:
     """Trained once per session; tests must not update it."""

@@ -7,6 +7,7 @@ from spacy_flat import position_scores as position_scores_module
 from spacy_flat.encoder import FlatAttention, FlatTagger
 from spacy_flat.position import PositionFusion, relative_positions, sinusoid
 from spacy_flat.position_scores import position_scores
+from spacy_flat.settings import FlatSettings
 
 
 def random_lattice(batch: int, seed: int):
@@ -107,19 +108,24 @@ def test_triples_are_deduplicated():
     assert pos.n_triples < int(mask.sum(1).pow(2).sum())
 
 
-def test_tagger_gradients_flow_and_padding_is_ignored():
+def _tagger_and_inputs(dropout: float = 0.0, n_layers: int = 1):
+    """A small FlatTagger and the inputs of a random two-row batch."""
     torch.manual_seed(0)
     heads, tails, mask = random_lattice(2, seed=3)
     model = FlatTagger(
-        width=16,
-        n_heads=4,
-        ffn_width=32,
-        char_width=8,
-        word_width=8,
-        word_rows=50,
-        embed_dropout=0.0,
-        dropout=0.0,
-        output_dropout=0.0,
+        FlatSettings(
+            width=16,
+            n_heads=4,
+            ffn_width=32,
+            n_layers=n_layers,
+            char_width=8,
+            word_width=8,
+            word_rows=50,
+            embed_dropout=dropout,
+            dropout=dropout,
+            attention_dropout=dropout,
+            output_dropout=0.0,
+        )
     )
     model.configure(
         n_chars=30,
@@ -129,14 +135,13 @@ def test_tagger_gradients_flow_and_padding_is_ignored():
         starts=[0, 1],
         ends=[0, 2],
     )
-    n_chars = (tails == heads) & mask
     counts = [int((heads[b][mask[b]] == tails[b][mask[b]]).sum()) for b in range(2)]
     width = heads.shape[1]
     char_index = torch.cat([b * width + torch.arange(c) for b, c in enumerate(counts)])
     sizes = mask.sum(1).tolist()
     word_index = torch.cat([b * width + torch.arange(c, s) for b, (c, s) in enumerate(zip(counts, sizes))])
     char_mask = torch.arange(max(counts))[None] < torch.tensor(counts)[:, None]
-    out = model(
+    inputs = (
         torch.randint(0, 30, (len(char_index),)),
         torch.randint(0, 50, (len(word_index), 2)),
         heads,
@@ -146,7 +151,32 @@ def test_tagger_gradients_flow_and_padding_is_ignored():
         mask,
         char_mask,
     )
-    assert out.shape == (2, max(counts), 3)
-    assert n_chars.any()
+    return model, inputs
+
+
+def test_tagger_gradients_flow_and_padding_is_ignored():
+    model, inputs = _tagger_and_inputs()
+    heads, tails, mask, char_mask = inputs[2], inputs[3], inputs[6], inputs[7]
+    out = model(*inputs)
+    assert out.shape == (2, char_mask.shape[1], 3)
+    assert ((tails == heads) & mask).any()
     model.loss(out, torch.zeros(char_mask.shape, dtype=torch.long), char_mask).backward()
     assert model.position.w_r.weight.grad is not None and model.position.w_r.weight.grad.abs().sum() > 0
+
+
+def test_recompute_gives_the_same_scores_and_gradients_with_dropout():
+    """Activation recomputation (a training batch in several groups) keeps the
+    dropout masks of the forward, so values and gradients do not change."""
+    results = []
+    for recompute in (False, True):
+        model, inputs = _tagger_and_inputs(dropout=0.3, n_layers=2)
+        model.train()
+        torch.manual_seed(1)
+        out = model(*inputs, recompute=recompute)
+        out.pow(2).sum().backward()
+        results.append((out.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    (out_a, grads_a), (out_b, grads_b) = results
+    torch.testing.assert_close(out_a, out_b)
+    assert grads_a.keys() == grads_b.keys()
+    for name in grads_a:
+        torch.testing.assert_close(grads_a[name], grads_b[name], msg=name)

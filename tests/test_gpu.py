@@ -3,7 +3,7 @@
 import pytest
 import spacy
 
-from .conftest import ROOT, small_config, small_lexicon, tiny_examples, tiny_records
+from .conftest import ROOT, build_small, tiny_records
 
 pytestmark = pytest.mark.gpu
 
@@ -18,15 +18,9 @@ import spacy, torch
 from thinc.api import require_gpu
 require_gpu(0)
 import sys; sys.path.insert(0, {str(ROOT)!r})
-from tests.conftest import small_config, small_lexicon, tiny_examples
-nlp = spacy.blank("zh")
-ner = nlp.add_pipe("flat_ner", config=small_config())
-egs = tiny_examples(nlp)
-ner.initialize(lambda: egs, nlp=nlp, lexicon=small_lexicon())
-opt = nlp.create_optimizer()
-for _ in range(60):
-    nlp.update(egs, sgd=opt)
-assert next(ner.model.get_ref("tagger").shims[0]._model.parameters()).is_cuda
+from tests.conftest import build_small
+nlp = build_small(steps=60)
+assert nlp.get_pipe("flat_ner").tagger.device.type == "cuda"
 nlp.to_disk({str(tmp_path / "gpu")!r})
 """
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
@@ -40,13 +34,7 @@ nlp.to_disk({str(tmp_path / "gpu")!r})
 def test_gpu_predictions_match_cpu(tmp_path):
     from thinc.api import require_cpu, require_gpu
 
-    nlp = spacy.blank("zh")
-    ner = nlp.add_pipe("flat_ner", config=small_config())
-    egs = tiny_examples(nlp)
-    ner.initialize(lambda: egs, nlp=nlp, lexicon=small_lexicon())
-    opt = nlp.create_optimizer()
-    for _ in range(40):
-        nlp.update(egs, sgd=opt)
+    nlp = build_small(steps=40)
     nlp.to_disk(tmp_path / "cpu")
     cpu = [[(e.start_char, e.end_char, e.label_) for e in nlp(r["text"]).ents] for r in tiny_records()]
     require_gpu(0)

@@ -1,4 +1,4 @@
-"""Hostile input, long documents and windows: nothing crashes a batch or shifts an offset."""
+"""Hostile input and long documents through the component: nothing crashes a batch or shifts an offset."""
 
 import pickle
 
@@ -7,8 +7,6 @@ import spacy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spacy.training import Example
-
-from spacy_flat.windows import merge_window_spans, plan_windows
 
 from .conftest import SHARED, needs_shared, tiny_records
 
@@ -109,55 +107,6 @@ def test_pipe_equals_call_on_random_text(trained_nlp, texts):
         assert [(e.start_char, e.end_char, e.label_) for e in doc.ents] == [
             (e.start_char, e.end_char, e.label_) for e in trained_nlp(text).ents
         ]
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    text=st.text(alphabet=st.sampled_from(list("甲乙丙丁。！\n ")), min_size=0, max_size=300),
-    size=st.integers(min_value=8, max_value=80),
-    overlap=st.integers(min_value=0, max_value=20),
-)
-def test_windows_tile_the_text(text, size, overlap):
-    windows = plan_windows(text, size, overlap)
-    assert windows[0].own_start == 0 and windows[-1].own_end == len(text)
-    for a, b in zip(windows, windows[1:]):
-        assert a.own_end == b.own_start
-    for w in windows:
-        assert w.start <= w.own_start <= w.own_end <= w.end
-        assert w.end - w.start <= size
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    n=st.integers(min_value=30, max_value=300),
-    entities=st.lists(st.tuples(st.integers(0, 299), st.integers(1, 6)), max_size=20),
-    size=st.integers(min_value=16, max_value=60),
-)
-def test_windows_never_cut_protected_spans(n, entities, size):
-    text = "字" * n
-    spans = []
-    for start, length in sorted(entities):
-        end = min(n, start + length)
-        if start < n and (not spans or start >= spans[-1][1]):
-            spans.append((start, end))
-    windows = plan_windows(text, size, 4, protected=spans)
-    for start, end in spans:
-        assert any(w.own_start <= start and end <= w.own_end for w in windows), (start, end)
-
-
-def test_merge_keeps_an_entity_across_a_window_edge():
-    text = "甲" * 50
-    windows = plan_windows(text, 24, 6)
-    assert len(windows) > 1
-    cut = windows[0].own_end
-    entity = (cut - 2, cut + 2, "X")  # straddles the first cut
-    per_window = []
-    for w in windows:
-        spans = []
-        if w.start <= entity[0] and entity[1] <= w.end:
-            spans.append((entity[0] - w.start, entity[1] - w.start, "X"))
-        per_window.append(spans)
-    assert merge_window_spans(windows, per_window) == [entity]
 
 
 def test_long_document_is_windowed_and_loses_nothing(trained_nlp):

@@ -6,7 +6,15 @@ import spacy
 import spacy_transformers  # noqa: F401  (the [test] extra installs it: these tests never skip)
 from spacy.training import Example
 
-from .conftest import SHARED, needs_shared, small_lexicon, tiny_examples, tiny_records
+from .conftest import (
+    SHARED,
+    needs_shared,
+    one_segment_per_group,
+    small_config,
+    small_lexicon,
+    tiny_examples,
+    tiny_records,
+)
 
 TINY_BERT = SHARED / "vectors" / "albert-tiny-chinese"
 
@@ -24,29 +32,18 @@ def build(use_char_embeddings: bool = True):
             }
         },
     )
-    nlp.add_pipe(
-        "flat_ner",
-        config={
-            "model": {
-                "@architectures": "spacy-flat.FlatTransformerTagger.v1",
-                "use_char_embeddings": use_char_embeddings,
-                "width": 32,
-                "n_heads": 4,
-                "ffn_width": 64,
-                "word_width": 16,
-                "word_rows": 500,
-                "embed_dropout": 0.0,
-                "dropout": 0.0,
-                "output_dropout": 0.0,
-                "tok2vec": {
-                    "@architectures": "spacy-transformers.TransformerListener.v1",
-                    "grad_factor": 1.0,
-                    "pooling": {"@layers": "reduce_mean.v1"},
-                    "upstream": "*",
-                },
-            }
+    model = {
+        **small_config()["model"],
+        "@architectures": "spacy-flat.FlatTransformerTagger.v1",
+        "use_char_embeddings": use_char_embeddings,
+        "tok2vec": {
+            "@architectures": "spacy-transformers.TransformerListener.v1",
+            "grad_factor": 1.0,
+            "pooling": {"@layers": "reduce_mean.v1"},
+            "upstream": "*",
         },
-    )
+    }
+    nlp.add_pipe("flat_ner", config={"model": model})
     return nlp
 
 
@@ -118,23 +115,6 @@ def test_flat_learns_at_its_own_rate():
     assert model.get_ref("tagger").shims[0].lr_scale == 5.0
 
 
-def _one_doc_per_group(monkeypatch) -> list:
-    """Make the transformer model encode each doc on its own, as the attention
-    budget does for long docs; returns the group counts of each call."""
-    import spacy_flat.layers.groups as groups_module
-    from spacy_flat.batching import budget_batches
-
-    counts: list = []
-
-    def one_each(lengths):
-        groups = list(budget_batches(lengths, pair_budget=1))
-        counts.append(len(groups))
-        return iter(groups)
-
-    monkeypatch.setattr(groups_module, "budget_batches", one_each)
-    return counts
-
-
 @needs_shared
 def test_budget_groups_score_as_one_batch(trained_trf, monkeypatch):
     texts = [r["text"] for r in tiny_records()] + ["王芳和李娜在上海的复旦大学见面。", "张伟"]
@@ -142,7 +122,7 @@ def test_budget_groups_score_as_one_batch(trained_trf, monkeypatch):
     ner = trained_trf.get_pipe("flat_ner")
     segments, _ = ner.segmenter.segments(docs)
     whole = ner.model.predict(segments)
-    counts = _one_doc_per_group(monkeypatch)
+    counts = one_segment_per_group(monkeypatch)
     split = ner.model.predict(segments)
     assert counts == [len(texts)]
     for row, text in enumerate(texts):
@@ -169,7 +149,7 @@ def test_budget_groups_train_the_transformer(monkeypatch):
         return vectors, spied_backprop
 
     monkeypatch.setattr(tok2vec, "_func", spy)
-    counts = _one_doc_per_group(monkeypatch)
+    counts = one_segment_per_group(monkeypatch)
     optimizer = nlp.create_optimizer()
     losses = [nlp.update(examples, sgd=optimizer)["flat_ner"] for _ in range(2)]
     assert counts and all(count == len(examples) for count in counts)

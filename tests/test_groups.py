@@ -1,0 +1,61 @@
+"""The group loop (layers/groups.py): a batch split under the attention budget
+scores and trains as one batch would."""
+
+import pickle
+
+import numpy
+from spacy.training import Example
+
+from .conftest import one_segment_per_group, tiny_examples
+
+
+def test_groups_predict_as_one_batch(trained_nlp, monkeypatch):
+    ner = trained_nlp.get_pipe("flat_ner")
+    docs = [eg.predicted for eg in tiny_examples(trained_nlp)]
+    segments, _ = ner.segmenter.segments(docs)
+    whole = ner.model.predict(segments)
+    seen = one_segment_per_group(monkeypatch)
+    split = ner.model.predict(segments)
+    assert seen == [len(segments)]
+    for row, segment in enumerate(segments):  # beyond a segment's length is padding
+        numpy.testing.assert_allclose(split[row, : len(segment)], whole[row, : len(segment)], rtol=1e-5, atol=1e-5)
+
+
+def test_groups_train_as_one_batch_with_recomputed_attention(trained_nlp, monkeypatch):
+    """Several groups in training recompute attention in backward; the step is
+    the same as with one group."""
+    examples = tiny_examples(trained_nlp)
+    steps = []
+    for split in (False, True):
+        nlp = pickle.loads(pickle.dumps(trained_nlp))
+        if split:
+            seen = one_segment_per_group(monkeypatch)
+        egs = [Example(nlp.make_doc(eg.predicted.text), eg.reference) for eg in examples]
+        loss = nlp.update(egs, sgd=nlp.resume_training())["flat_ner"]
+        module = nlp.get_pipe("flat_ner").tagger.module
+        steps.append((loss, {n: p.detach().numpy().copy() for n, p in module.named_parameters()}))
+    assert seen == [len(examples)]
+    (loss_a, weights_a), (loss_b, weights_b) = steps
+    assert loss_a == numpy.float32(loss_b) or abs(loss_a - loss_b) < 1e-4 * abs(loss_a)
+    for name, value in weights_a.items():
+        numpy.testing.assert_allclose(weights_b[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_recompute_is_used_only_for_several_groups_in_training(trained_nlp, monkeypatch):
+    ner = trained_nlp.get_pipe("flat_ner")
+    flags: list = []
+    tagger = ner.model.get_ref("tagger")
+    forward = tagger._func
+
+    def spy(model, batch, is_train):
+        flags.append(batch.recompute)
+        return forward(model, batch, is_train)
+
+    monkeypatch.setattr(tagger, "_func", spy)
+    segments, _ = ner.segmenter.segments([eg.predicted for eg in tiny_examples(trained_nlp)][:3])
+    ner.model.predict(segments)
+    ner.model.begin_update(segments)
+    one_segment_per_group(monkeypatch)
+    ner.model.predict(segments)
+    ner.model.begin_update(segments)
+    assert flags == [False, False, False, False, False, True, True, True]
