@@ -100,3 +100,20 @@ def test_no_import_runs_in_a_circle():
 
     for module in graph:
         visit(module, ())
+
+
+def test_readme_module_table_names_every_module():
+    import re
+
+    root = PACKAGE.parent
+    readme = (root / "README.md").read_text(encoding="utf8")
+    listed = set()
+    for row in re.findall(r"^\| (`spacy_flat/[^|]*) \|", readme, flags=re.M):
+        names = re.findall(r"`([^`]+)`", row)
+        folder = names[0].rsplit("/", 1)[0]
+        listed.update(name if name.startswith("spacy_flat/") else f"{folder}/{name}" for name in names)
+    skipped = ("__init__.py", "__main__.py", "about.py")
+    modules = {str(path.relative_to(root)) for path in PACKAGE.rglob("*.py") if path.name not in skipped}
+    in_folder = {m for m in modules for entry in listed if entry.endswith("/") and m.startswith(entry)}
+    assert modules - in_folder <= listed, sorted(modules - in_folder - listed)
+    assert all((root / entry).exists() for entry in listed), sorted(e for e in listed if not (root / e).exists())
