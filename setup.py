@@ -42,7 +42,7 @@ setup(
         ],
     },
     entry_points={
-        "spacy_factories": ["flat_ner = spacy_flat.pipe:make_flat_ner"],
+        "spacy_factories": ["flat_ner = spacy_flat.factory:make_flat_ner"],
         "spacy_architectures": [
             "spacy-flat.FlatTagger.v1 = spacy_flat.architectures:build_flat_tagger",
             "spacy-flat.FlatTransformerTagger.v1 = spacy_flat.architectures:build_flat_transformer_tagger",

@@ -6,6 +6,7 @@ import torch
 
 from .about import __version__
 from .architectures import build_flat_tagger, build_flat_transformer_tagger
+from .factory import make_flat_ner
 from .lexicon import Lexicon
 from .loaders import (
     create_jieba_lexicon,
@@ -14,7 +15,7 @@ from .loaders import (
     create_word2vec_lexicon,
     create_word_list_lexicon,
 )
-from .pipe import FlatNER, make_flat_ner
+from .pipe import FlatNER
 from .scorer import make_char_ner_scorer
 from .settings import FlatSettings
 

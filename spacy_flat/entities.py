@@ -8,7 +8,7 @@ from spacy.util import filter_spans
 
 from .types import CharSpan
 
-logger = logging.getLogger("spacy_flat")
+logger = logging.getLogger("spacy.flat")
 
 ALIGNMENT_MODES = ("strict", "contract", "expand")
 

@@ -17,6 +17,7 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
+from .boundaries import BoundaryRules
 from .char_vocab import CharVocab
 from .entities import ALIGNMENT_MODES, set_char_entities
 from .layers import TorchTagger, set_resources
@@ -24,54 +25,11 @@ from .lexicon import Lexicon
 from .loaders import create_jieba_lexicon, create_lac_char_vectors
 from .resources import FlatResources
 from .saving import SavedWithResources
-from .settings import default_config
 from .tags import TagSet
 from .types import CharSpan
 from .windows import Segment, Segmenter
 
-logger = logging.getLogger("spacy_flat")
-
-
-@Language.factory(
-    "flat_ner",
-    assigns=["doc.ents", "token.ent_iob", "token.ent_type"],
-    default_config={
-        "model": default_config("spacy-flat.FlatTagger.v1"),
-        "alignment_mode": "expand",
-        "window_size": 512,
-        "window_overlap": 32,
-        "scorer": {"@scorers": "spacy-flat.char_ner_scorer.v1"},
-    },
-    default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
-)
-def make_flat_ner(
-    nlp: Language,
-    name: str,
-    model: Model[List[Segment], Floats3d],
-    alignment_mode: str,
-    window_size: int,
-    window_overlap: int,
-    scorer: Optional[Callable],
-) -> "FlatNER":
-    """Create a FLAT named-entity recognizer.
-
-    model (Model[List[Segment], Floats3d]): The FLAT model (either architecture).
-    alignment_mode (str): How predicted character spans snap to tokens when the
-        tokenizer's tokens are longer than characters: "strict", "contract" or "expand".
-    window_size (int): Longest text encoded at once; longer docs are cut into
-        windows at sentence punctuation. <= 0 never cuts.
-    window_overlap (int): Context characters shared by neighbouring windows.
-    scorer (Optional[Callable]): The scoring method.
-    """
-    return FlatNER(
-        nlp.vocab,
-        model,
-        name,
-        alignment_mode=alignment_mode,
-        window_size=window_size,
-        window_overlap=window_overlap,
-        scorer=scorer,
-    )
+logger = logging.getLogger("spacy.flat")
 
 
 class FlatNER(SavedWithResources, TrainablePipe):
@@ -86,6 +44,7 @@ class FlatNER(SavedWithResources, TrainablePipe):
         alignment_mode: str = "expand",
         window_size: int = 512,
         window_overlap: int = 32,
+        constrain_boundaries: bool = True,
         scorer: Optional[Callable] = None,
     ) -> None:
         if alignment_mode not in ALIGNMENT_MODES:
@@ -101,6 +60,9 @@ class FlatNER(SavedWithResources, TrainablePipe):
             "alignment_mode": alignment_mode,
             "window_size": window_size,
             "window_overlap": window_overlap,
+            "constrain_boundaries": constrain_boundaries,
+            # What the training entities allow (BoundaryRules), set at initialization.
+            "boundaries": None,
         }
         self.resources: Optional[FlatResources] = None
         self._tag_set = TagSet([])
@@ -147,6 +109,11 @@ class FlatNER(SavedWithResources, TrainablePipe):
         return Segmenter(self.cfg["window_size"], self.cfg["window_overlap"])
 
     @property
+    def boundary_rules(self) -> Optional[BoundaryRules]:
+        """RETURNS (Optional[BoundaryRules]): The rules decoding obeys; None if off or learned by no initialization."""
+        return BoundaryRules.from_dict(self.cfg.get("boundaries")) if self.cfg.get("constrain_boundaries") else None
+
+    @property
     def tagger(self) -> TorchTagger:
         """RETURNS (TorchTagger): The model's torch side: shapes, CRF loss and decoding."""
         return TorchTagger(self.model)
@@ -182,11 +149,13 @@ class FlatNER(SavedWithResources, TrainablePipe):
         char_vectors (Optional[Callable]): Character-vector loader; jieba's LAC table if None.
         """
         validate_get_examples(get_examples, "FlatNER.initialize")
-        if labels is None:
-            found = set(self.labels)
-            for eg in get_examples():
-                found.update(ent.label_ for ent in eg.reference.ents)
-            labels = sorted(found)
+        entities = [ent for eg in get_examples() for ent in eg.reference.ents]
+        labels = sorted({*self.labels, *(ent.label_ for ent in entities)}) if labels is None else labels
+        if self.cfg["constrain_boundaries"]:
+            rules = BoundaryRules.learn(ent.text for ent in entities)
+            self.cfg["boundaries"] = rules.to_dict()
+            for line in rules.describe():
+                logger.info("%s: %s", self.name, line)
         if not labels:
             raise ValueError("flat_ner found no entity labels: the training data has no entities")
         self.cfg["labels"] = sorted(set(labels))
@@ -222,7 +191,11 @@ class FlatNER(SavedWithResources, TrainablePipe):
         if not any(len(segment) for segment in segments):
             return [[] for _ in plans]
         scores = self.model.predict(segments)
-        ids = self.tagger.decode(scores, [len(segment) for segment in segments])
+        rules = self.boundary_rules
+        forbidden = (
+            None if rules is None else rules.forbidden((s.text for s in segments), self._tag_set, scores.shape[1])
+        )
+        ids = self.tagger.decode(scores, [len(segment) for segment in segments], forbidden)
         return segmenter.merge(plans, [self._tag_set.decode(row) for row in ids])
 
     def set_annotations(self, docs: Iterable[Doc], spans: List[List[CharSpan]]) -> None:

@@ -16,7 +16,7 @@ import numpy
 from .char_vocab import CharVocab
 from .errors import LexiconError
 
-logger = logging.getLogger("spacy_flat")
+logger = logging.getLogger("spacy.flat")
 
 PathLike = Union[str, Path]
 

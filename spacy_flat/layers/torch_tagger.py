@@ -10,6 +10,7 @@ from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d, Floats3d
 
+from ..crf import FORBIDDEN
 from ..encoder import FlatTagger
 from ..features import FlatBatch
 from ..resources import FlatResources
@@ -107,13 +108,22 @@ class TorchTagger:
         assert emissions.grad is not None
         return float(loss.item()), cast(Floats3d, torch2xp(emissions.grad))
 
-    def decode(self, scores: Floats3d, lengths: Sequence[int]) -> List[List[int]]:
-        """Viterbi tag ids per row, each of its own length (none for an empty row)."""
+    def decode(
+        self, scores: Floats3d, lengths: Sequence[int], forbidden: Optional[numpy.ndarray] = None
+    ) -> List[List[int]]:
+        """Viterbi tag ids per row, each of its own length (none for an empty row).
+
+        forbidden (Optional[numpy.ndarray]): (rows, chars, tags) bool: tags a
+            character may not take (`BoundaryRules`); the best path under them is found.
+        """
         rows = [b for b, length in enumerate(lengths) if length]
         out: List[List[int]] = [[] for _ in lengths]
         if rows:
             device = self.device
             emissions = xp2torch(scores, device=device)
+            if forbidden is not None:
+                mask = torch.from_numpy(forbidden[:, : emissions.shape[1]]).to(device)
+                emissions = emissions.masked_fill(mask, FORBIDDEN)
             if len(rows) < len(lengths):
                 emissions = emissions[rows]
             mask = _padded([lengths[b] for b in rows], device)[:, : emissions.shape[1]]

@@ -1,0 +1,59 @@
+"""The registered `flat_ner` factory and its default config."""
+
+from typing import Callable, List, Optional
+
+from spacy.language import Language
+from thinc.api import Model
+from thinc.types import Floats3d
+
+from .pipe import FlatNER
+from .settings import default_config
+from .windows import Segment
+
+
+@Language.factory(
+    "flat_ner",
+    assigns=["doc.ents", "token.ent_iob", "token.ent_type"],
+    default_config={
+        "model": default_config("spacy-flat.FlatTagger.v1"),
+        "alignment_mode": "expand",
+        "window_size": 512,
+        "window_overlap": 32,
+        "constrain_boundaries": True,
+        "scorer": {"@scorers": "spacy-flat.char_ner_scorer.v1"},
+    },
+    default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
+)
+def make_flat_ner(
+    nlp: Language,
+    name: str,
+    model: Model[List[Segment], Floats3d],
+    alignment_mode: str,
+    window_size: int,
+    window_overlap: int,
+    constrain_boundaries: bool,
+    scorer: Optional[Callable],
+) -> FlatNER:
+    """Create a FLAT named-entity recognizer.
+
+    model (Model[List[Segment], Floats3d]): The FLAT model (either architecture).
+    alignment_mode (str): How predicted character spans snap to tokens when the
+        tokenizer's tokens are longer than characters: "strict", "contract" or "expand".
+    window_size (int): Longest text encoded at once; longer docs are cut into
+        windows at sentence punctuation. <= 0 never cuts.
+    window_overlap (int): Context characters shared by neighbouring windows.
+    constrain_boundaries (bool): Learn from the training entities where entities
+        may not reach (line breaks, sentence ends, punctuation; `boundaries.py`)
+        and decode under those constraints.
+    scorer (Optional[Callable]): The scoring method.
+    """
+    return FlatNER(
+        nlp.vocab,
+        model,
+        name,
+        alignment_mode=alignment_mode,
+        window_size=window_size,
+        window_overlap=window_overlap,
+        constrain_boundaries=constrain_boundaries,
+        scorer=scorer,
+    )
