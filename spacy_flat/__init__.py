@@ -1,5 +1,6 @@
 """spacy-flat: the Flat-Lattice Transformer for Chinese NER as a spaCy component."""
 
+import logging
 import os
 
 import torch
@@ -16,6 +17,7 @@ from .loaders import (
     create_word_list_lexicon,
 )
 from .pipe import FlatNER
+from .schedules import warmup_linear_from_first_step
 from .scorer import make_char_ner_scorer
 from .settings import FlatSettings
 
@@ -28,6 +30,11 @@ def _single_threaded_torch_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_single_threaded_torch_in_child)
+# spaCy's "spacy" logger has a handler but shows INFO only with --verbose; ours
+# says what initialization read (lexicon, vectors) and learned (entity
+# boundaries), which a `spacy train` log should show. Set "spacy.flat" to
+# WARNING to silence it.
+logging.getLogger("spacy.flat").setLevel(logging.INFO)
 
 __all__ = [
     "FlatNER",
@@ -43,4 +50,5 @@ __all__ = [
     "create_word_list_lexicon",
     "make_char_ner_scorer",
     "make_flat_ner",
+    "warmup_linear_from_first_step",
 ]

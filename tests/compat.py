@@ -35,6 +35,7 @@ PROBE_TEXTS = [r["text"] for r in tiny_records()] + [
 LOSS_STEPS = 4
 LOSSES = COMPAT / "train_losses.json"
 TINY_BERT = SHARED / "vectors" / "albert-tiny-chinese"
+WORD_VECTORS = SHARED / "vectors" / "synonyms-wiki-w2v-100d" / "words.vector"
 
 
 def small_char_vectors(width: int = 16) -> Callable[[], Tuple[CharVocab, numpy.ndarray]]:
@@ -131,6 +132,8 @@ def config_overrides(name: str, corpus: Path) -> dict:
     }
     if name == "resume_trf.cfg":
         overrides["paths.transformer"] = str(TINY_BERT)
+    if name == "msra_news.cfg":
+        overrides["paths.word_vectors"] = str(WORD_VECTORS)
     return overrides
 
 

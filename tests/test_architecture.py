@@ -23,7 +23,7 @@ DATA_SIDE = {
     "types",
     "errors",
 }
-COMPONENT_SIDE = {"factory", "pipe", "saving", "entities", "architectures", "loaders", "resources"}
+COMPONENT_SIDE = {"factory", "pipe", "saving", "schedules", "entities", "architectures", "loaders", "resources"}
 
 
 def module_name(path: Path) -> str:

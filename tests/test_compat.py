@@ -6,7 +6,7 @@ import json
 import pytest
 import spacy
 
-from .compat import COMPAT, LOSSES, TINY_BERT, entities, train_losses
+from .compat import COMPAT, LOSSES, TINY_BERT, WORD_VECTORS, entities, train_losses
 
 SAVED = sorted(path for path in COMPAT.iterdir() if path.is_dir())
 
@@ -27,6 +27,7 @@ RECORDED = json.loads(LOSSES.read_text(encoding="utf8"))
 
 @pytest.mark.parametrize("name", sorted(RECORDED))
 def test_spacy_train_gives_the_recorded_losses(name, tmp_path):
-    if name == "resume_trf.cfg" and not TINY_BERT.exists():
-        pytest.skip(f"{TINY_BERT} is absent")
+    needed = {"resume_trf.cfg": TINY_BERT, "msra_news.cfg": WORD_VECTORS}.get(name)
+    if needed is not None and not needed.exists():
+        pytest.skip(f"{needed} is absent")
     assert train_losses(name, tmp_path) == pytest.approx(RECORDED[name], rel=1e-4)

@@ -34,6 +34,7 @@ SCHEDULED = {
     "resume_trf.cfg": ("resume/train.char.bmes", 0),
     "weibo.cfg": ("weibo/weiboNER_2nd_conll.train", 0),
     "msra.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
+    "msra_news.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
 }
 
 
