@@ -52,6 +52,41 @@ def test_project_all_on_a_slice(tmp_path: Path):
     assert any(req.startswith("spacy-flat") for req in meta.get("requirements", [])) or _wheel_requires_flat(wheels[0])
 
 
+@needs_shared
+def test_project_news_on_a_slice(tmp_path: Path):
+    """The general-purpose news pipeline's workflow: MSRA with the word2vec
+    lexicon, trained for two steps, evaluated and packaged."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "project.yml", project)
+    shutil.copytree(ROOT / "configs", project / "configs")
+    (project / "assets" / "msra").mkdir(parents=True)
+    for name in ("train_dev", "test"):
+        head_sentences(
+            SHARED / "data" / "msra" / f"{name}.char.bmes", project / "assets" / "msra" / f"{name}.char.bmes", 20
+        )
+    (project / "assets" / "vectors").mkdir()
+    (project / "assets" / "vectors" / "words.vector").symlink_to(SHARED / "vectors/synonyms-wiki-w2v-100d/words.vector")
+    config = srsly.read_yaml(project / "project.yml")
+    for asset in config["assets"]:
+        if asset["dest"].startswith("assets/msra/"):
+            asset["checksum"] = md5sum(project / asset["dest"])
+    srsly.write_yaml(project / "project.yml", config)
+    smoke = ["--vars.max_steps=2", "--vars.msra_dev_sentences=5"]
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy", "project", "run", "news", str(project), *smoke],
+        capture_output=True,
+        text=True,
+        cwd=project,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert json.loads((project / "metrics" / "news" / "scores.json").read_text(encoding="utf8"))["ents_per_type"]
+    (wheel,) = (project / "packages").glob("zh_flat_news-*/dist/*.whl")
+    assert _wheel_requires_flat(wheel)
+    cfg = json.loads((project / "training" / "news" / "model-best" / "flat_ner" / "cfg.json").read_text())
+    assert cfg["boundaries"] and not cfg["boundaries"]["sentence_end_inside"]
+
+
 def _wheel_requires_flat(wheel: Path) -> bool:
     import zipfile
 
