@@ -98,6 +98,10 @@ def run(config: Path, data: Dict[str, Path], seed: int, epochs: int, extra: Opti
         "train_s": seconds,
         "test_chars_per_s": scores["speed"]["chars_per_second"],
     }
+    if (out / "model-best" / "flat_ner").exists():
+        # The same model decoded without its entity-boundary rules: what the rules change.
+        free = evaluate(str(out / "model-best"), data["test"], out / "metrics-free", boundary_rules=False)
+        result["test_f_free"] = 100 * free["ents_f"]
     # One line per finished run, so a long benchmark cut short still leaves its figures.
     print(f"RESULT {config.name} seed={seed} {json.dumps(result)} {json.dumps(extra or {})}", flush=True)
     return result
@@ -152,6 +156,9 @@ def main() -> None:
         if not args.peer_only:
             ours = [run(config, data, s, args.epochs, extra, Path(tmp) / f"flat{s}") for s in args.seeds]
             rows.append(seeds_row(label, ours))
+            free = [{**r, "test_f": r["test_f_free"]} for r in ours if "test_f_free" in r]
+            if free:
+                rows.append(seeds_row(f"{label}, the same models without boundary rules", free))
         if args.peer or args.peer_only:
             cfg = peer_config(Path(tmp) / "peer.cfg", args.epochs)
             peer_extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.peer_set)}

@@ -153,3 +153,17 @@ def test_a_tiny_pipeline_keeps_entities_across_what_its_data_had(inside):
         nlp.update(examples, sgd=optimizer)
     found = [(e.start_char, e.end_char) for e in nlp(texts[0]).ents]
     assert orgs[0] in found
+
+
+def test_evaluate_can_score_without_the_rules(trained_nlp, tmp_path):
+    from spacy.tokens import DocBin
+
+    from spacy_flat.cli.main import main
+
+    trained_nlp.to_disk(tmp_path / "model")
+    DocBin(docs=[eg.reference for eg in tiny_examples(trained_nlp)]).to_disk(tmp_path / "test.spacy")
+    for flag, out in (([], "on"), (["--no-boundary-rules"], "off")):
+        assert (
+            main(["evaluate", str(tmp_path / "model"), str(tmp_path / "test.spacy"), str(tmp_path / out), *flag]) == 0
+        )
+        assert (tmp_path / out / "scores.json").exists()

@@ -40,14 +40,22 @@ def span_scores(examples: List[Example]) -> Dict[str, float]:
     }
 
 
-def evaluate(model: str, data: Path, output: Path, *, n_samples: int = 30, gpu_id: int = -1) -> Dict[str, Any]:
+def evaluate(
+    model: str, data: Path, output: Path, *, n_samples: int = 30, gpu_id: int = -1, boundary_rules: bool = True
+) -> Dict[str, Any]:
     """Score `model` on `data`; write scores.json, scores.md and samples.html to `output`.
 
+    boundary_rules (bool): False decodes every `flat_ner` without its learned
+        entity-boundary rules, to measure what they do.
     RETURNS (Dict[str, Any]): The scores.
     """
     if gpu_id >= 0:
         spacy.require_gpu(gpu_id)
     nlp = spacy.load(model)
+    for _, component in nlp.pipeline:
+        cfg = getattr(component, "cfg", {})
+        if not boundary_rules and "constrain_boundaries" in cfg:
+            cfg["constrain_boundaries"] = False
     gold_docs = list(DocBin().from_disk(data).get_docs(nlp.vocab))
     start = time.perf_counter()
     predicted = list(nlp.pipe(Doc(nlp.vocab, words=[t.text for t in d], spaces=[False] * len(d)) for d in gold_docs))

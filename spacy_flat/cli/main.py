@@ -27,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("output", type=Path)
     evaluate.add_argument("--gpu-id", type=int, default=-1)
     evaluate.add_argument("--samples", type=int, default=30)
+    evaluate.add_argument(
+        "--no-boundary-rules", action="store_true", help="decode without the entity-boundary rules learned in training"
+    )
     schedule = commands.add_parser(
         "schedule", help="count a config's batches on your training data and set its warm-up and decay in epochs"
     )
@@ -85,7 +88,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             from .evaluate import evaluate  # imports the pipeline machinery only when needed
 
-            scores = evaluate(args.model, args.data, args.output, n_samples=args.samples, gpu_id=args.gpu_id)
+            scores = evaluate(
+                args.model,
+                args.data,
+                args.output,
+                n_samples=args.samples,
+                gpu_id=args.gpu_id,
+                boundary_rules=not args.no_boundary_rules,
+            )
             print((args.output / "scores.md").read_text(encoding="utf8"))
             if scores["ents_f"] is None:
                 print("error: the data holds no entities to score", file=sys.stderr)
