@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import List
 
 import pytest
 import srsly
@@ -19,6 +20,23 @@ def head_sentences(src: Path, dest: Path, n: int) -> None:
     dest.write_text("\n\n".join(blocks).strip() + "\n", encoding="utf8")
 
 
+def run_workflow(project: Path, workflow: str, sliced: str, overrides: List[str]) -> None:
+    """Run `workflow` in `project`, whose assets under `sliced` are slices of the real
+    files: the project declares their checksums, since convert verifies them."""
+    config = srsly.read_yaml(project / "project.yml")
+    for asset in config["assets"]:
+        if asset["dest"].startswith(sliced):
+            asset["checksum"] = md5sum(project / asset["dest"])
+    srsly.write_yaml(project / "project.yml", config)
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy", "project", "run", workflow, str(project), *overrides],
+        capture_output=True,
+        text=True,
+        cwd=project,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
 @needs_shared
 def test_project_all_on_a_slice(tmp_path: Path):
     project = tmp_path / "project"
@@ -29,20 +47,7 @@ def test_project_all_on_a_slice(tmp_path: Path):
     assets.mkdir(parents=True)
     for split in ("train", "dev", "test"):
         head_sentences(SHARED / "data" / "resume" / f"{split}.char.bmes", assets / f"{split}.char.bmes", 20)
-    # The slices are different files: the test project declares their checksums (convert verifies them).
-    config = srsly.read_yaml(project / "project.yml")
-    for asset in config["assets"]:
-        if asset["dest"].startswith("assets/resume/"):
-            asset["checksum"] = md5sum(project / asset["dest"])
-    srsly.write_yaml(project / "project.yml", config)
-    smoke = ["--vars.max_steps=2"]
-    result = subprocess.run(
-        [sys.executable, "-m", "spacy", "project", "run", "all", str(project), *smoke],
-        capture_output=True,
-        text=True,
-        cwd=project,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_workflow(project, "all", "assets/resume/", ["--vars.max_steps=2"])
     scores = json.loads((project / "metrics" / "resume" / "scores.json").read_text(encoding="utf8"))
     assert {"ents_f", "ents_per_type", "span_f", "type_acc"} <= set(scores)
     assert "<table>" in (project / "metrics" / "resume" / "samples.html").read_text(encoding="utf8")
@@ -67,19 +72,7 @@ def test_project_news_on_a_slice(tmp_path: Path):
         )
     (project / "assets" / "vectors").mkdir()
     (project / "assets" / "vectors" / "words.vector").symlink_to(SHARED / "vectors/synonyms-wiki-w2v-100d/words.vector")
-    config = srsly.read_yaml(project / "project.yml")
-    for asset in config["assets"]:
-        if asset["dest"].startswith("assets/msra/"):
-            asset["checksum"] = md5sum(project / asset["dest"])
-    srsly.write_yaml(project / "project.yml", config)
-    smoke = ["--vars.max_steps=2", "--vars.msra_dev_sentences=5"]
-    result = subprocess.run(
-        [sys.executable, "-m", "spacy", "project", "run", "news", str(project), *smoke],
-        capture_output=True,
-        text=True,
-        cwd=project,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run_workflow(project, "news", "assets/msra/", ["--vars.max_steps=2", "--vars.msra_dev_sentences=5"])
     assert json.loads((project / "metrics" / "news" / "scores.json").read_text(encoding="utf8"))["ents_per_type"]
     (wheel,) = (project / "packages").glob("zh_flat_news-*/dist/*.whl")
     assert _wheel_requires_flat(wheel)

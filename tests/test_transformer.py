@@ -130,32 +130,40 @@ def test_budget_groups_score_as_one_batch(trained_trf, monkeypatch):
     assert [ents(d) for d in trained_trf.pipe(texts)] == [ents(d) for d in trained_trf.pipe(texts)]
 
 
-@needs_shared
-def test_budget_groups_train_the_transformer(monkeypatch):
-    nlp = build()
-    examples = tiny_examples(nlp)
-    nlp.initialize(lambda: examples)
+def spy_on_listener(monkeypatch, nlp) -> list:
+    """Record each call of flat_ner's listener: (doc lengths, vector rows, gradient sum or None)."""
     tok2vec = nlp.get_pipe("flat_ner").model.get_ref("tok2vec")
     listener_forward = tok2vec._func
-    sent: list = []
+    calls: list = []
 
     def spy(model, docs, is_train):
         vectors, backprop = listener_forward(model, docs, is_train)
+        call = {"docs": [len(doc) for doc in docs], "rows": [len(v) for v in vectors], "gradient": None}
+        calls.append(call)
 
         def spied_backprop(d_vectors):
-            sent.append(sum(float(numpy.abs(d).sum()) for d in d_vectors))
+            call["gradient"] = sum(float(numpy.abs(d).sum()) for d in d_vectors)
             return backprop(d_vectors)
 
         return vectors, spied_backprop
 
     monkeypatch.setattr(tok2vec, "_func", spy)
+    return calls
+
+
+@needs_shared
+def test_budget_groups_train_the_transformer(monkeypatch):
+    nlp = build()
+    examples = tiny_examples(nlp)
+    nlp.initialize(lambda: examples)
+    calls = spy_on_listener(monkeypatch, nlp)
     counts = one_segment_per_group(monkeypatch)
     optimizer = nlp.create_optimizer()
     losses = [nlp.update(examples, sgd=optimizer)["flat_ner"] for _ in range(2)]
     assert counts and all(count == len(examples) for count in counts)
     assert all(numpy.isfinite(loss) and loss > 0 for loss in losses)
     # Every group's gradient reaches the transformer's listener.
-    assert len(sent) == 2 and all(total > 0 for total in sent)
+    assert len(calls) == 2 and all(call["gradient"] > 0 for call in calls)
 
 
 @needs_shared
@@ -168,19 +176,11 @@ def test_training_gives_each_doc_its_own_transformer_features(monkeypatch):
     examples = sorted(tiny_examples(nlp), key=lambda eg: len(eg.predicted), reverse=True)
     examples.insert(3, Example.from_dict(nlp.make_doc(""), {"entities": []}))
     nlp.initialize(lambda: examples)
-    tok2vec = nlp.get_pipe("flat_ner").model.get_ref("tok2vec")
-    listener_forward = tok2vec._func
-    seen: list = []
-
-    def spy(model, docs, is_train):
-        vectors, backprop = listener_forward(model, docs, is_train)
-        seen.append(([len(doc) for doc in docs], [len(v) for v in vectors]))
-        return vectors, backprop
-
-    monkeypatch.setattr(tok2vec, "_func", spy)
+    calls = spy_on_listener(monkeypatch, nlp)
     losses = nlp.update(examples, sgd=nlp.create_optimizer())
     assert numpy.isfinite(losses["flat_ner"]) and losses["flat_ner"] > 0
-    assert seen == [([len(eg.predicted) for eg in examples],) * 2]
+    lengths = [len(eg.predicted) for eg in examples]
+    assert [(call["docs"], call["rows"]) for call in calls] == [(lengths, lengths)]
 
 
 @needs_shared
