@@ -123,13 +123,14 @@ class BoundaryRules:
         width (int): Columns of the padded result (>= the longest text).
         RETURNS (numpy.ndarray): (rows, width, tags) bool, True where forbidden.
         """
-        masks, rows = _Masks(self, tag_set), []
-        for text in texts:
-            row = numpy.zeros((width, len(tag_set)), dtype=bool)
-            if text:
-                row[: len(text)] = masks.of(text)
-            rows.append(row)
-        return numpy.stack(rows) if rows else numpy.zeros((0, width, len(tag_set)), dtype=bool)
+        masks = _Masks(self, tag_set)
+        rows = [[masks.row(char) for char in text] for text in texts]
+        table = numpy.stack(masks.rows) if masks.rows else numpy.zeros((0, len(tag_set)), dtype=bool)
+        out = numpy.zeros((len(rows), width, len(tag_set)), dtype=bool)
+        for r, ids in enumerate(rows):
+            if ids:
+                out[r, : len(ids)] = table[ids]
+        return out
 
 
 class _Masks:
@@ -146,11 +147,8 @@ class _Masks:
         self.rows: List[numpy.ndarray] = []
         self.index: Dict[str, int] = {}
 
-    def of(self, text: str) -> numpy.ndarray:
-        ids = [self._row(char) for char in text]
-        return numpy.stack(self.rows)[ids]
-
-    def _row(self, char: str) -> int:
+    def row(self, char: str) -> int:
+        """RETURNS (int): The row of `self.rows` that holds `char`'s forbidden tags."""
         row = self.index.get(char)
         if row is None:
             row = self.index[char] = len(self.rows)
