@@ -1,0 +1,1 @@
+"""Pretraining inputs from raw text: reading corpora, cleaning, and the sentence filter."""
