@@ -30,6 +30,8 @@ setup(
     extras_require={
         "cuda12x": ["cupy-cuda12x>=12"],
         "transformers": ["spacy-transformers>=1.3"],
+        # `python -m spacy_flat pretrain-vectors`: word2vec tables from raw text.
+        "pretrain": ["gensim>=4.3"],
         # The transformer and pkuseg tests run in CI, never skipped for a missing package.
         "test": [
             "pytest>=7",
@@ -39,6 +41,7 @@ setup(
             "build",
             "spacy-pkuseg>=1.0",
             "spacy-transformers>=1.3",
+            "gensim>=4.3",
         ],
     },
     entry_points={

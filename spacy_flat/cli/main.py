@@ -1,4 +1,4 @@
-"""Command line: `python -m spacy_flat convert | evaluate | schedule | verify-assets`."""
+"""Command line: `python -m spacy_flat convert | evaluate | schedule | verify-assets | pretrain-vectors`."""
 
 import argparse
 import sys
@@ -40,7 +40,51 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify-assets", help="check a project's assets against their md5 in project.yml")
     verify.add_argument("project", type=Path)
     verify.add_argument("prefix", help="check the assets whose dest starts with this, e.g. assets/resume/")
+    pretrain = commands.add_parser(
+        "pretrain-vectors", help="train character, bigram and word vectors (word2vec) from raw text; needs [pretrain]"
+    )
+    pretrain.add_argument(
+        "inputs", type=Path, nargs="+", help="corpus files or directories (text, md, jsonl, json, csv, zip; xz/gz/bz2)"
+    )
+    pretrain.add_argument(
+        "--output", type=Path, required=True, help="directory for the tables, the stages and report.json"
+    )
+    pretrain.add_argument("--json-field", default="text", help="dotted path of the text in JSON records")
+    pretrain.add_argument("--csv-column", default="text", help="the text column of CSV files")
+    pretrain.add_argument(
+        "--held-back", type=Path, nargs="*", default=[], help="dev and test sets (DocBin or text) to leave out"
+    )
+    pretrain.add_argument("--user-words", type=Path, nargs="*", default=[], help="word lists jieba segments with")
+    pretrain.add_argument("--width", type=int, default=50)
+    pretrain.add_argument("--epochs", type=int, default=5)
+    pretrain.add_argument("--workers", type=int, default=2)
+    pretrain.add_argument("--no-progress", action="store_true")
     return parser
+
+
+def _pretrain(args: argparse.Namespace) -> None:
+    from ..pretraining.sources import TextFields
+    from ..pretraining.tables import PretrainSettings, describe_report, pretrain_vectors
+
+    try:
+        import gensim  # noqa: F401
+    except ImportError:
+        raise FlatError("pretrain-vectors needs gensim: pip install 'spacy-flat[pretrain]'") from None
+    settings = PretrainSettings(
+        width=args.width,
+        epochs=args.epochs,
+        workers=args.workers,
+        fields=TextFields(json_field=args.json_field, csv_column=args.csv_column),
+    )
+    report = pretrain_vectors(
+        args.inputs,
+        args.output,
+        settings,
+        held_back=args.held_back,
+        user_words=args.user_words,
+        progress=not args.no_progress,
+    )
+    print("\n".join(describe_report(report)))
 
 
 def _schedule(config: Path, train: Path, epochs: int, output: Optional[Path]) -> None:
@@ -85,6 +129,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         elif args.command == "verify-assets":
             for path in verify_assets(args.project, args.prefix):
                 print(f"md5 ok: {path}")
+        elif args.command == "pretrain-vectors":
+            _pretrain(args)
         else:
             from .evaluate import evaluate  # imports the pipeline machinery only when needed
 
