@@ -56,6 +56,7 @@ setup(
             "spacy-flat.word_list_lexicon.v1 = spacy_flat.loaders:create_word_list_lexicon",
             "spacy-flat.lac_char_vectors.v1 = spacy_flat.loaders:create_lac_char_vectors",
             "spacy-flat.word2vec_char_vectors.v1 = spacy_flat.loaders:create_word2vec_char_vectors",
+            "spacy-flat.word2vec_bigram_vectors.v1 = spacy_flat.loaders:create_word2vec_bigram_vectors",
         ],
         "thinc_schedules": ["spacy-flat.warmup_linear.v1 = spacy_flat.schedules:warmup_linear_from_first_step"],
         "spacy_scorers": ["spacy-flat.char_ner_scorer.v1 = spacy_flat.scorer:make_char_ner_scorer"],

@@ -1,6 +1,5 @@
 """spacy-flat: the Flat-Lattice Transformer for Chinese NER as a spaCy component."""
 
-import logging
 import os
 
 import torch
@@ -30,11 +29,6 @@ def _single_threaded_torch_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_single_threaded_torch_in_child)
-# spaCy's "spacy" logger has a handler but shows INFO only with --verbose; ours
-# says what initialization read (lexicon, vectors) and learned (entity
-# boundaries), which a `spacy train` log should show. Set "spacy.flat" to
-# WARNING to silence it.
-logging.getLogger("spacy.flat").setLevel(logging.INFO)
 
 __all__ = [
     "FlatNER",

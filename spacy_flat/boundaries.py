@@ -6,8 +6,8 @@ stop, nor one made of punctuation, symbols or emoji, yet a model trained on
 news sentences has never seen those characters decide anything. So, unless the
 training data has such entities, decoding may not put any entity tag on a line
 break, a space or a sentence end (`。！？` and their full-width and ASCII kin), and
-an entity may begin or end on punctuation or a symbol only if some training
-entity began or ended on that character. A single punctuation or symbol
+an entity may begin or end on punctuation, a symbol or a sentence end only if
+some training entity began or ended on that character ("Yahoo!" ends on "!"). A single punctuation or symbol
 character is never an entity. The rules mask tags per character before Viterbi,
 so the best path under the constraints is found, not a path cut up afterwards.
 """
@@ -23,7 +23,7 @@ import numpy
 from .tags import TagSet
 
 LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
-SENTENCE_ENDS = frozenset("。｡！!？?﹗﹖")
+SENTENCE_FINAL = frozenset("。｡！!？?﹗﹖")
 WORD, LINE_BREAK, SPACE, SENTENCE_END, SYMBOL = range(5)
 
 
@@ -33,7 +33,7 @@ def char_class(char: str) -> int:
         return LINE_BREAK
     if char.isspace():
         return SPACE
-    if char in SENTENCE_ENDS:
+    if char in SENTENCE_FINAL:
         return SENTENCE_END
     if unicodedata.category(char)[0] in "PS":
         return SYMBOL
@@ -72,7 +72,8 @@ class BoundaryRules:
             if not text:
                 continue
             total += 1
-            for kind in {char_class(c) for c in text} & inside.keys():
+            # Only the interior counts: "Yahoo!" ends on a "!", it does not contain one.
+            for kind in {char_class(c) for c in text[1:-1]} & inside.keys():
                 inside[kind] += 1
             if char_class(text[0]) in (SYMBOL, SENTENCE_END):
                 starts.add(text[0])
@@ -143,6 +144,7 @@ class _Masks:
         self.begin = numpy.isin(roles, list("BU"))
         self.end = numpy.isin(roles, list("LU"))
         self.unit = roles == "U"
+        self.inside = roles == "I"
         self.rules = rules
         self.rows: List[numpy.ndarray] = []
         self.index: Dict[str, int] = {}
@@ -163,9 +165,9 @@ class _Masks:
             inside = rules.line_break_inside if kind == LINE_BREAK else rules.space_inside
             # Whitespace never begins or ends an entity.
             return self.edge.copy() if inside else self.entity.copy()
-        if kind == SENTENCE_END and not rules.sentence_end_inside:
-            return self.entity.copy()
         forbid = self.unit.copy()
+        if kind == SENTENCE_END and not rules.sentence_end_inside:
+            forbid |= self.inside
         if char not in rules.symbol_starts:
             forbid |= self.begin
         if char not in rules.symbol_ends:

@@ -129,6 +129,8 @@ class FlatTagger(nn.Module):
         self.bigram_embed = HashEmbedding(s.bigram_rows, s.bigram_width) if s.bigram_rows > 0 else None
         self.word_embed = HashEmbedding(s.word_rows, s.word_width)
         self.vector_proj: Optional[nn.Linear] = None
+        # Stands in for bigrams a pretrained bigram table lacks; set by configure when there is a table.
+        self.bigram_fallback: Optional[nn.Parameter] = None
         # A transformer-only model learns its input width at `configure`.
         self.char_proj = nn.Linear(max(1, self._char_input_width()), s.width)
         self.word_proj = nn.Linear(s.word_width, s.width)
@@ -159,13 +161,24 @@ class FlatTagger(nn.Module):
         starts: Sequence[int],
         ends: Sequence[int],
         feature_width: int = 0,
+        bigram_table_width: int = 0,
     ) -> None:
-        """Set the data-dependent shapes. Reinitializes the affected layers."""
+        """Set the data-dependent shapes. Reinitializes the affected layers.
+
+        bigram_table_width (int): Width of a pretrained bigram table; 0 reads
+            bigram vectors from the lexicon (when `bigram_vectors` is on).
+        """
         device = self.output.weight.device
-        if self.use_bigram_vectors and not vector_width:
-            raise ValueError("bigram_vectors = true needs a lexicon with vectors, e.g. spacy-flat.word2vec_lexicon.v1")
+        bigram_width = bigram_table_width or vector_width
+        if self.use_bigram_vectors and not bigram_width:
+            raise ValueError(
+                "bigram_vectors = true needs a bigram table (spacy-flat.word2vec_bigram_vectors.v1) "
+                "or a lexicon with vectors (spacy-flat.word2vec_lexicon.v1)"
+            )
         self.feature_width = feature_width
-        self.bigram_vector_width = vector_width if self.use_bigram_vectors else 0
+        self.bigram_vector_width = bigram_width if self.use_bigram_vectors else 0
+        with_table = bool(self.use_bigram_vectors and bigram_table_width)
+        self.bigram_fallback = nn.Parameter(torch.zeros(bigram_width, device=device)) if with_table else None
         if not self._char_input_width():
             raise ValueError("FLAT needs character embeddings, bigrams or transformer features")
         if self.char_proj.in_features != self._char_input_width():
@@ -202,6 +215,7 @@ class FlatTagger(nn.Module):
         word_vectors: Optional[torch.Tensor] = None,
         char_features: Optional[torch.Tensor] = None,
         bigram_vectors: Optional[torch.Tensor] = None,
+        bigram_missing: Optional[torch.Tensor] = None,
         recompute: bool = False,
     ) -> torch.Tensor:
         """Emission scores for every character.
@@ -212,7 +226,8 @@ class FlatTagger(nn.Module):
         char_index (N_c,), word_index (N_w,): flat positions in (B * n) of each.
         token_mask (B, n): real tokens. char_mask (B, n_chars_max): real characters.
         bigram_hashes (N_c, k), word_vectors (N_w, vector_width),
-            char_features (N_c, feature_width) and bigram_vectors (N_c, vector_width): optional.
+            char_features (N_c, feature_width), bigram_vectors (N_c, width) and
+            bigram_missing (N_c,) bool (bigrams the table lacks): optional.
         recompute (bool): Keep no attention-sized activations for backward and
             recompute them there (torch's activation checkpointing, same dropout
             masks), so a batch encoded in several groups holds one group's
@@ -226,6 +241,10 @@ class FlatTagger(nn.Module):
         if self.bigram_vector_width:
             if bigram_vectors is None:
                 raise ValueError("this FLAT model expects a bigram vector for every character")
+            if self.bigram_fallback is not None and bigram_missing is not None:
+                bigram_vectors = (
+                    bigram_vectors + bigram_missing[:, None].to(bigram_vectors.dtype) * self.bigram_fallback
+                )
             parts.append(bigram_vectors)
         if self.feature_width:
             if char_features is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 import murmurhash
 import numpy
@@ -30,8 +30,11 @@ class FlatBatch:
     char_mask: numpy.ndarray  # (B, n_chars_max) bool
     bigram_hashes: Optional[numpy.ndarray]  # (N_c, 2) int64
     word_vectors: Optional[numpy.ndarray]  # (N_w, vector_width) float32
-    # (N_c, vector_width) float32: the lexicon vector of each character's bigram.
+    # (N_c, width) float32: the pretrained vector of each character's bigram
+    # (the bigram table's, else the lexicon's), zeros where there is none.
     bigram_vectors: Optional[numpy.ndarray] = None
+    # (N_c,) bool: the bigram table lacks the character's bigram (a learned vector stands in).
+    bigram_missing: Optional[numpy.ndarray] = None
     # (N_c, width) per-character features from a transformer, set by the
     # transformer architecture; an xp array (NumPy or CuPy).
     char_features: Optional[Any] = None
@@ -62,6 +65,7 @@ def featurize(
     bigram_rows: int = 0,
     max_words: int = -1,
     bigram_vectors: bool = False,
+    bigram_table: Optional[Lexicon] = None,
 ) -> FlatBatch:
     """Build the lattices of `texts` and their padded id arrays.
 
@@ -71,8 +75,9 @@ def featurize(
     word_rows (int): Rows of the word hash embedding.
     bigram_rows (int): Rows of the bigram hash embedding; 0 for none.
     max_words (int): Cap on lattice words per text; -1 for none.
-    bigram_vectors (bool): Look each character's bigram up in the lexicon's
-        vectors (zeros where it has none); the lexicon must have vectors.
+    bigram_vectors (bool): Look each character's bigram up in `bigram_table`,
+        or without one in the lexicon's vectors (zeros where it has none).
+    bigram_table (Optional[Lexicon]): Pretrained bigram vectors (two-character entries).
     RETURNS (FlatBatch): The batch.
     """
     lattices: List[Lattice] = [build_lattice(t, lexicon, max_words=max_words) for t in texts]
@@ -99,14 +104,15 @@ def featurize(
         words.extend(text[h : t + 1] for h, t in zip(lat.heads[lat.n_chars :], lat.tails[lat.n_chars :]))
     all_rows = numpy.concatenate(word_rows_in_lexicon) if word_rows_in_lexicon else numpy.zeros(0, "int64")
     char_rows = numpy.concatenate([char_vocab.rows(t) for t in texts]) if texts else numpy.zeros(0, "int64")
-    bigrams = gram_vectors = None
+    bigrams = gram_vectors = missing = None
     if bigram_rows > 0 or bigram_vectors:
         # The bigram at i is text[i : i + 2]; the last character pairs with an end mark.
         grams = [t[i : i + 2] if i + 1 < len(t) else t[i] + "\x03" for t in texts for i in range(len(t))]
         if bigram_rows > 0:
             bigrams = hash_rows(grams, bigram_rows)
         if bigram_vectors:
-            gram_vectors = _lexicon_vectors(lexicon, grams)
+            gram_vectors, found = _lexicon_vectors(bigram_table or lexicon, grams)
+            missing = ~found if bigram_table is not None else None
     vectors = lexicon.vectors[all_rows] if lexicon.vector_width else None
     return FlatBatch(
         char_rows=char_rows,
@@ -120,18 +126,20 @@ def featurize(
         bigram_hashes=bigrams,
         word_vectors=vectors,
         bigram_vectors=gram_vectors,
+        bigram_missing=missing,
     )
 
 
-def _lexicon_vectors(lexicon: Lexicon, items: Sequence[str]) -> numpy.ndarray:
-    """RETURNS (numpy.ndarray): (len(items), vector_width) vectors, zeros for items not in `lexicon`."""
+def _lexicon_vectors(lexicon: Lexicon, items: Sequence[str]) -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """RETURNS (Tuple[numpy.ndarray, numpy.ndarray]): (len(items), vector_width)
+    vectors, zeros for items not in `lexicon`, and which items it has."""
     if not lexicon.vector_width:
         raise ValueError("bigram_vectors needs a lexicon with vectors, e.g. spacy-flat.word2vec_lexicon.v1")
     rows = lexicon.rows_of(items)
     found = rows >= 0
     out = numpy.zeros((len(items), lexicon.vector_width), dtype="float32")
     out[found] = lexicon.vectors[rows[found]]
-    return out
+    return out, found
 
 
 def _concat(parts: List[numpy.ndarray]) -> numpy.ndarray:

@@ -92,3 +92,20 @@ def create_word2vec_char_vectors(
         return vocab, unit_rows(table) if normalize else table
 
     return load
+
+
+@registry.misc("spacy-flat.word2vec_bigram_vectors.v1")
+def create_word2vec_bigram_vectors(
+    path: str, binary: Optional[bool] = None, normalize: bool = False
+) -> Callable[[], Lexicon]:
+    """The paper's pretrained bigram embeddings: the two-character entries of a
+    word2vec file (`pretrain-vectors` writes bigrams.vec). Each character gets
+    the vector of the bigram that starts at it; a learned vector stands in where
+    the table lacks it. Needs `[components.flat_ner.model] bigram_vectors = true`.
+    `normalize` scales each row to unit length."""
+
+    def load() -> Lexicon:
+        bigrams, vectors, _ = read_word2vec(path, binary=binary, min_length=2, max_length=2)
+        return Lexicon(bigrams, vectors, normalize=normalize)
+
+    return load

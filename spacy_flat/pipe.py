@@ -139,6 +139,7 @@ class FlatNER(SavedWithResources, TrainablePipe):
         labels: Optional[Sequence[str]] = None,
         lexicon: Optional[Callable[[], Lexicon]] = None,
         char_vectors: Optional[Callable[[], Tuple[CharVocab, numpy.ndarray]]] = None,
+        bigram_vectors: Optional[Callable[[], Lexicon]] = None,
     ) -> None:
         """Set labels, load the lexicon and character vectors, build the model.
 
@@ -147,6 +148,8 @@ class FlatNER(SavedWithResources, TrainablePipe):
         labels (Optional[Sequence[str]]): Labels; read from the examples if None.
         lexicon (Optional[Callable[[], Lexicon]]): Lexicon loader; jieba's dict.txt if None.
         char_vectors (Optional[Callable]): Character-vector loader; jieba's LAC table if None.
+        bigram_vectors (Optional[Callable[[], Lexicon]]): Pretrained bigram table
+            (spacy-flat.word2vec_bigram_vectors.v1); needs the model's bigram_vectors = true.
         """
         validate_get_examples(get_examples, "FlatNER.initialize")
         entities = [ent for eg in get_examples() for ent in eg.reference.ents]
@@ -163,7 +166,13 @@ class FlatNER(SavedWithResources, TrainablePipe):
         lexicon_ = (lexicon or create_jieba_lexicon())()
         char_vocab, table = (char_vectors or create_lac_char_vectors())()
         self.tagger.check_char_width(table, self.name)
-        self.resources = FlatResources(lexicon_, char_vocab)
+        bigrams = bigram_vectors() if bigram_vectors is not None else None
+        if bigrams is not None and not self.tagger.module.use_bigram_vectors:
+            raise ValueError(
+                f"A bigram table was given but the model does not read it: set "
+                f"[components.{self.name}.model] bigram_vectors = true"
+            )
+        self.resources = FlatResources(lexicon_, char_vocab, bigrams)
         # Infers the width of transformer features, if the model has them.
         self.model.initialize()
         self.cfg["feature_width"] = self.model.get_dim("nF") if self.model.has_dim("nF") else 0

@@ -11,7 +11,9 @@ from .lexicon import Lexicon
 
 # The parts saved beside the model, by the names of their entries (`NAME` in
 # bytes, `NAME.msgpack` on disk).
-PARTS = ("lexicon", "char_vocab")
+PARTS = ("lexicon", "char_vocab", "bigrams")
+# Parts a component may lack: a pipeline without a bigram table saves none.
+OPTIONAL_PARTS = ("bigrams",)
 Part = Union[Lexicon, CharVocab]
 
 
@@ -25,6 +27,8 @@ class FlatResources:
 
     lexicon: Lexicon
     char_vocab: CharVocab
+    # Pretrained bigram vectors, two-character entries of a Lexicon (never matched as words).
+    bigrams: Optional[Lexicon] = None
 
     @property
     def n_chars(self) -> int:
@@ -38,12 +42,15 @@ class FlatResources:
 
     def part_writers(self) -> Dict[str, Callable[[], bytes]]:
         """RETURNS (Dict[str, Callable[[], bytes]]): Each part's serializer, by name."""
-        return {"lexicon": self.lexicon.to_bytes, "char_vocab": self.char_vocab.to_bytes}
+        writers = {"lexicon": self.lexicon.to_bytes, "char_vocab": self.char_vocab.to_bytes}
+        if self.bigrams is not None:
+            writers["bigrams"] = self.bigrams.to_bytes
+        return writers
 
     @staticmethod
     def read_part(name: str, data: bytes, source: str = "<bytes>") -> Part:
         """RETURNS (Part): The part `name` read from `data`; errors name `source`."""
-        if name == "lexicon":
+        if name in ("lexicon", "bigrams"):
             return Lexicon.from_bytes(data, source=source)
         return CharVocab.from_bytes(data, source=source)
 
@@ -53,6 +60,7 @@ class FlatResources:
         (excluded from deserialization)."""
         lexicon = parts.get("lexicon", current.lexicon if current else None)
         char_vocab = parts.get("char_vocab", current.char_vocab if current else None)
+        bigrams = parts.get("bigrams", current.bigrams if current else None)
         if not isinstance(lexicon, Lexicon) or not isinstance(char_vocab, CharVocab):
             raise PipelineFileError(f"The saved '{owner}' component has no lexicon or character vocabulary")
-        return cls(lexicon, char_vocab)
+        return cls(lexicon, char_vocab, bigrams if isinstance(bigrams, Lexicon) else None)

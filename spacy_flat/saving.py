@@ -1,5 +1,11 @@
-"""Saving and loading `flat_ner`: its settings, its resources (lexicon and
-character rows) and its model weights, in spaCy's bytes and disk layouts."""
+"""Saving and loading `flat_ner`: what it learned (labels, transformer width,
+boundary rules), its resources (lexicon, character rows, bigram table) and its
+model weights, in spaCy's bytes and disk layouts.
+
+Loading collects the parts first and applies them together at the end, so
+`exclude` works for every part, and the settings a pipeline's config gives
+(windows, alignment, boundary constraints) are never overwritten by saved ones.
+"""
 
 from functools import partial
 from pathlib import Path
@@ -10,7 +16,10 @@ from spacy.util import from_bytes, from_disk, to_bytes, to_disk
 from thinc.api import Model
 
 from .errors import PipelineFileError
-from .resources import PARTS, FlatResources, Part
+from .resources import OPTIONAL_PARTS, PARTS, FlatResources, Part
+
+# What `cfg` holds that training learned; everything else in it comes from the config.
+LEARNED = ("labels", "feature_width", "boundaries")
 
 
 class SavedWithResources:
@@ -20,6 +29,10 @@ class SavedWithResources:
     cfg: Dict[str, Any]
     model: Model
     resources: Optional[FlatResources]
+
+    @property
+    def is_initialized(self) -> bool:
+        raise NotImplementedError
 
     def _require_resources(self) -> FlatResources:
         raise NotImplementedError
@@ -36,13 +49,14 @@ class SavedWithResources:
         return to_bytes(serializers, exclude)
 
     def from_bytes(self, bytes_data: bytes, *, exclude: Iterable[str] = tuple()) -> "SavedWithResources":
-        parts: Dict[str, Part] = {}
+        loaded = _Loaded()
         deserializers: Dict[str, Callable[[bytes], Any]] = {
-            "cfg": lambda b: self._load_cfg(srsly.json_loads(b)),
-            **{name: partial(_read_into, parts, name) for name in PARTS},
-            "model": lambda b: self._load_model(parts, lambda: self.model.from_bytes(b)),
+            "cfg": lambda b: loaded.cfg.update(srsly.json_loads(b)),
+            **{name: partial(loaded.read_part, name) for name in PARTS},
+            "model": lambda b: setattr(loaded, "weights", lambda: self.model.from_bytes(b)),
         }
         from_bytes(bytes_data, deserializers, exclude)
+        self._apply(loaded)
         return self
 
     def to_disk(self, path: Path, *, exclude: Iterable[str] = tuple()) -> None:
@@ -61,40 +75,55 @@ class SavedWithResources:
                 raise PipelineFileError(f"The saved '{self.name}' component lacks {file_path}")
             return file_path
 
-        parts: Dict[str, Part] = {}
+        def read_part(name: str, _: Path) -> None:
+            file_path = Path(path) / f"{name}.msgpack"
+            if name in OPTIONAL_PARTS and not file_path.exists():
+                return
+            loaded.read_part(name, read(file_path.name).read_bytes(), str(file_path))
+
+        loaded = _Loaded()
         deserializers: Dict[str, Callable[[Path], Any]] = {
-            "cfg.json": lambda p: self._load_cfg(srsly.read_json(read("cfg.json"))),
-            **{
-                f"{name}.msgpack": partial(
-                    lambda name, p: _read_into(parts, name, read(f"{name}.msgpack").read_bytes(), str(p)), name
-                )
-                for name in PARTS
-            },
-            "model": lambda p: self._load_model(parts, lambda: self.model.from_disk(read("model"))),
+            "cfg.json": lambda p: loaded.cfg.update(srsly.read_json(read("cfg.json"))),
+            **{f"{name}.msgpack": partial(read_part, name) for name in PARTS},
+            "model": lambda p: setattr(loaded, "weights", lambda: self.model.from_disk(read("model"))),
         }
         from_disk(path, deserializers, exclude)
+        self._apply(loaded)
         return self
 
-    def _load_cfg(self, cfg: Dict[str, Any]) -> None:
-        # Pipelines saved by 0.1.0 also stored the resources' sizes, now derived from them.
-        for derived in ("n_chars", "vector_width"):
-            cfg.pop(derived, None)
-        self.cfg.update(cfg)
-
-    def _load_model(self, parts: Dict[str, Part], load: Callable[[], Any]) -> None:
-        """Set the loaded resources, shape the model from them, then load its weights."""
-        self.resources = FlatResources.from_parts(parts, self.resources, self.name)
+    def _apply(self, loaded: "_Loaded") -> None:
+        """Take the learned state, set the resources, shape the model, load its weights."""
+        for key in LEARNED:
+            if key in loaded.cfg:
+                self.cfg[key] = loaded.cfg[key]
+        if loaded.parts or self.resources is not None:
+            self.resources = FlatResources.from_parts(loaded.parts, self.resources, self.name)
+        if loaded.weights is None:
+            # Weights kept (or not yet there): reshape only a model never shaped.
+            if self.resources is not None and not self.is_initialized:
+                self._configure()
+            return
+        if self.resources is None:
+            raise PipelineFileError(f"The saved '{self.name}' component has no lexicon or character vocabulary")
         self._configure()
         try:
-            load()
+            loaded.weights()
         except PipelineFileError:
             raise
         except Exception as err:
             raise PipelineFileError(f"The saved '{self.name}' model weights could not be loaded: {err}") from err
 
 
-def _read_into(parts: Dict[str, Part], name: str, data: bytes, source: str = "<bytes>") -> None:
-    parts[name] = FlatResources.read_part(name, data, source)
+class _Loaded:
+    """The parts read so far, applied together once every part is read."""
+
+    def __init__(self) -> None:
+        self.cfg: Dict[str, Any] = {}
+        self.parts: Dict[str, Part] = {}
+        self.weights: Optional[Callable[[], Any]] = None
+
+    def read_part(self, name: str, data: bytes, source: str = "<bytes>") -> None:
+        self.parts[name] = FlatResources.read_part(name, data, source)
 
 
 def _write_file(write: Callable[[], bytes], path: Path) -> None:

@@ -8,10 +8,11 @@ list. The torch module, the featurizer and the shim all read one `FlatSettings`.
 """
 
 import dataclasses
+import functools
 import inspect
 import typing
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Optional, Sequence, TypeVar, cast
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,10 @@ class FlatSettings:
     def __post_init__(self) -> None:
         if self.width % self.n_heads:
             raise ValueError(f"width {self.width} is not divisible by {self.n_heads} heads")
+        if (self.grad_scaler_config or {}).get("enabled"):
+            # The CRF's gradients are computed outside the shim's scaled backward, and a
+            # batch in several groups would unscale earlier groups' gradients again.
+            raise ValueError("grad_scaler_config enabled = true is not supported yet: leave grad scaling off")
 
 
 # The settings only a model with transformer features takes.
@@ -78,27 +83,36 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def settings_signature(*leading: inspect.Parameter, exclude: Sequence[str] = (), **defaults: Any) -> Callable[[F], F]:
-    """Give a builder that takes `**settings` the signature of `FlatSettings`.
+    """Give a builder that takes `**settings` the signature of `FlatSettings`,
+    and apply that signature's defaults when it is called from Python too.
 
     leading (inspect.Parameter): Parameters that come first (a tok2vec layer).
     exclude (Sequence[str]): Settings the builder does not take.
     defaults (Any): Defaults that differ from `FlatSettings`'s for this builder.
     """
     hints = typing.get_type_hints(FlatSettings)
+    names = [f.name for f in dataclasses.fields(FlatSettings)]
+    unknown = set(defaults) - set(names)
+    if unknown:
+        raise TypeError(f"{sorted(unknown)} are not FlatSettings fields")
     params = list(leading)
     for field in dataclasses.fields(FlatSettings):
         if field.name not in exclude:
             default = defaults.get(field.name, field.default)
-            params.append(
-                inspect.Parameter(
-                    field.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hints[field.name]
-                )
-            )
+            kind = inspect.Parameter.KEYWORD_ONLY
+            params.append(inspect.Parameter(field.name, kind, default=default, annotation=hints[field.name]))
 
     def decorate(builder: F) -> F:
-        returns = inspect.signature(builder).return_annotation
-        builder.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
-        return builder
+        signature = inspect.Signature(params, return_annotation=inspect.signature(builder).return_annotation)
+
+        @functools.wraps(builder)
+        def build(*args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return builder(*bound.args, **bound.kwargs)
+
+        build.__signature__ = signature  # type: ignore[attr-defined]
+        return cast(F, build)
 
     return decorate
 

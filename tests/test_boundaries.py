@@ -51,11 +51,13 @@ def test_char_classes():
 
 
 def test_rules_are_counted_from_the_training_entities():
-    rules = BoundaryRules.learn(["北京大学", "《人民日报》", "Yahoo!", "New York", ""])
+    rules = BoundaryRules.learn(["北京大学", "《人民日报》", "Yahoo!", "New York", "你好！世界", ""])
+    # "Yahoo!" only ends on a "!": it allows entities to end there, not sentence ends inside them.
     assert not rules.line_break_inside and rules.space_inside and rules.sentence_end_inside
     assert rules.symbol_starts == "《" and rules.symbol_ends == "!》"
-    assert rules.counts == {"entities": 4, "with_line_break": 0, "with_space": 1, "with_sentence_end": 1}
-    assert any("0 of 4 training entities contain a line break: entities may not" in line for line in rules.describe())
+    assert rules.counts == {"entities": 5, "with_line_break": 0, "with_space": 1, "with_sentence_end": 1}
+    assert not BoundaryRules.learn(["Yahoo!"]).sentence_end_inside
+    assert any("0 of 5 training entities contain a line break: entities may not" in line for line in rules.describe())
     assert BoundaryRules.from_dict(rules.to_dict()) == rules
 
 
@@ -72,6 +74,14 @@ def test_forbidden_tags_per_character():
     assert [row[f"{p}-ORG"][3] for p in "BILU"] == [True, False, True, True]  # a space only inside
     assert [row[f"{p}-ORG"][4] for p in "BILU"] == [True, False, True, True]  # 《 never began an entity
     assert not forbidden[0, len(text) :].any() and not forbidden[1].any()
+
+
+def test_an_entity_may_end_on_a_sentence_end_its_data_ended_on():
+    rules = BoundaryRules.learn(["Yahoo!"])
+    forbidden = rules.forbidden(["o!"], TAGS, width=2)[0]
+    index = TAGS.index
+    assert not forbidden[1, index["L-ORG"]]
+    assert forbidden[1, index["I-ORG"]] and forbidden[1, index["B-ORG"]] and forbidden[1, index["U-ORG"]]
 
 
 def test_allowed_where_the_training_data_had_one():
@@ -121,6 +131,9 @@ def test_constraints_hold_in_windows_under_pipe_and_after_saving(trained_nlp, tm
     assert all(entity_ok(texts[i][a:b]) for i, doc in enumerate(one_by_one) for a, b, _ in doc)
     nlp.to_disk(tmp_path / "p")
     loaded = spacy.load(tmp_path / "p")
+    # Window settings come from the config, not from what was changed at run time.
+    assert loaded.get_pipe("flat_ner").cfg["window_size"] == 512
+    loaded.get_pipe("flat_ner").cfg.update(window_size=24, window_overlap=4)
     assert loaded.get_pipe("flat_ner").boundary_rules == ner.boundary_rules
     assert [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in loaded.pipe(texts)] == one_by_one
 

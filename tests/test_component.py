@@ -163,7 +163,8 @@ def test_jieba_segmenter_pipeline_keeps_character_offsets(trained_nlp):
 
 def test_unaligned_spans_are_counted_in_strict_mode(trained_nlp):
     nlp = spacy.blank("zh")
-    nlp.add_pipe("flat_ner", source=trained_nlp)
+    # A copy: sourcing shares the component object, and this test changes its settings.
+    nlp.add_pipe("flat_ner", source=pickle.loads(pickle.dumps(trained_nlp)))
     ner = nlp.get_pipe("flat_ner")
     ner.cfg["alignment_mode"] = "strict"
     doc = Doc(nlp.vocab, words=["张伟毕业", "于", "北京大学", "。"], spaces=[False] * 4)
@@ -226,7 +227,7 @@ def test_bigram_vectors_widen_the_character_input_learn_and_round_trip(tmp_path)
     nlp = spacy.blank("zh")
     ner = nlp.add_pipe("flat_ner", config=config)
     examples = tiny_examples(nlp)
-    with pytest.raises(ValueError, match="bigram_vectors = true needs a lexicon with vectors"):
+    with pytest.raises(ValueError, match=r"bigram_vectors = true needs a bigram table .* or a lexicon with vectors"):
         ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
     rng = numpy.random.default_rng(0)
     vectors = rng.normal(size=(len(SMALL_WORDS), 6)).astype("float32")
@@ -331,3 +332,72 @@ def test_training_on_labels_the_model_lacks_warns_once_per_label():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nlp.update([eg], sgd=nlp.resume_training())
+
+
+def test_loading_without_the_weights_keeps_the_resources(trained_nlp):
+    data = trained_nlp.get_pipe("flat_ner").to_bytes()
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=small_config())
+    ner.from_bytes(data, exclude=["model"])
+    assert ner.lexicon is not None and ner.lexicon.words == trained_nlp.get_pipe("flat_ner").lexicon.words
+    assert ner.labels == trained_nlp.get_pipe("flat_ner").labels and ner.is_initialized
+
+
+def test_settings_given_at_load_time_win_over_saved_ones(trained_nlp, tmp_path):
+    trained_nlp.to_disk(tmp_path / "p")
+    nlp = spacy.load(
+        tmp_path / "p", config={"components": {"flat_ner": {"constrain_boundaries": False, "window_size": 64}}}
+    )
+    ner = nlp.get_pipe("flat_ner")
+    assert ner.cfg["window_size"] == 64 and ner.boundary_rules is None
+    assert ner.cfg["boundaries"] == trained_nlp.get_pipe("flat_ner").cfg["boundaries"]  # learned state is kept
+
+
+def test_get_loss_of_empty_docs_is_zero(trained_nlp):
+    from spacy.training import Example
+
+    ner = trained_nlp.get_pipe("flat_ner")
+    examples = [Example.from_dict(trained_nlp.make_doc(""), {"entities": []})]
+    segments, _ = ner._training_segments(examples)
+    scores = ner.model.predict(segments)
+    loss, d_scores = ner.get_loss(examples, scores)
+    assert loss == 0.0 and not d_scores.any()
+
+
+def test_a_pretrained_bigram_table_feeds_every_character_and_round_trips(tmp_path):
+    """The paper's bigram embedding: each character gets its bigram's pretrained
+    vector; a learned vector stands in where the table lacks the bigram."""
+    import numpy
+
+    from spacy_flat.loaders import create_word2vec_bigram_vectors
+
+    bigrams = ["张伟", "毕业", "北京", "大学", "上海", "工作"]
+    rng = numpy.random.default_rng(0)
+    rows = [f"{b} " + " ".join(f"{x:.4f}" for x in rng.normal(size=4)) for b in [*bigrams, "北京大学", "张"]]
+    (tmp_path / "bigrams.vec").write_text(f"{len(rows)} 4\n" + "\n".join(rows) + "\n", encoding="utf8")
+    table = create_word2vec_bigram_vectors(str(tmp_path / "bigrams.vec"))()
+    assert sorted(table.words) == sorted(bigrams)  # only two-character entries
+    config = small_config()
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=config)
+    examples = tiny_examples(nlp)
+    with pytest.raises(ValueError, match="bigram_vectors = true"):
+        ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), bigram_vectors=lambda: table)
+    config["model"]["bigram_vectors"] = True
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=config)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), bigram_vectors=lambda: table)
+    module = ner.tagger.module
+    assert module.bigram_vector_width == 4 and module.bigram_fallback is not None
+    segments, _ = ner.segmenter.segments([nlp.make_doc("张伟在北京")])
+    batch, _ = ner.model.get_ref("features")(segments, is_train=False)
+    assert batch.bigram_missing.tolist() == [False, True, True, False, True]
+    optimizer = nlp.create_optimizer()
+    for _ in range(20):
+        nlp.update(examples, sgd=optimizer)
+    assert module.bigram_fallback.detach().abs().sum() > 0  # the stand-in learns
+    nlp.to_disk(tmp_path / "p")
+    assert (tmp_path / "p" / "flat_ner" / "bigrams.msgpack").exists()
+    loaded = spacy.load(tmp_path / "p")
+    texts = [r["text"] for r in tiny_records()]
+    assert [ents(d) for d in loaded.pipe(texts)] == [ents(d) for d in nlp.pipe(texts)]

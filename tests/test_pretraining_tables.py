@@ -52,6 +52,7 @@ def test_pretrain_then_train_and_evaluate(tmp_path):
 
     config = small_config()
     config["model"]["char_width"] = 16
+    config["model"]["bigram_vectors"] = True
     nlp = spacy.blank("zh")
     ner = nlp.add_pipe("flat_ner", config=config)
     examples = tiny_examples(nlp)
@@ -61,8 +62,10 @@ def test_pretrain_then_train_and_evaluate(tmp_path):
         nlp=nlp,
         lexicon=registry.get("spacy-flat.word2vec_lexicon.v1")(str(out / "words.vec")),
         char_vectors=registry.get("spacy-flat.word2vec_char_vectors.v1")(str(out / "chars.vec")),
+        bigram_vectors=registry.get("spacy-flat.word2vec_bigram_vectors.v1")(str(out / "bigrams.vec")),
     )
     assert ner.lexicon is not None and ner.lexicon.vector_width == 16
+    assert ner.resources is not None and ner.resources.bigrams is not None and len(ner.resources.bigrams) > 50
     optimizer = nlp.create_optimizer()
     losses = [nlp.update(examples, sgd=optimizer)["flat_ner"] for _ in range(30)]
     assert losses[-1] < losses[0]

@@ -53,6 +53,7 @@ def _forward(
         max_words=model.attrs["max_words"],
         # Absent from models built before the option existed.
         bigram_vectors=model.attrs.get("bigram_vectors", False),
+        bigram_table=resources.bigrams,
     )
     with_features = [segment.features is not None for segment in segments]
     if any(with_features):

@@ -75,6 +75,7 @@ class TorchTagger:
             transitions=tag_set.allowed_transitions(),
             starts=tag_set.allowed_starts(),
             ends=tag_set.allowed_ends(),
+            bigram_table_width=resources.bigrams.vector_width if resources.bigrams is not None else 0,
         )
 
     def check_char_width(self, table: numpy.ndarray, component: str) -> None:
@@ -97,6 +98,8 @@ class TorchTagger:
         """
         device = self.device
         rows = [b for b, row in enumerate(gold) if len(row)]
+        if not rows:  # only empty docs: nothing to learn
+            return 0.0, cast(Floats3d, scores * 0)
         emissions = xp2torch(scores, requires_grad=True, device=device)
         filled = emissions[rows] if len(rows) < len(gold) else emissions
         mask = _padded([len(gold[b]) for b in rows], device)[:, : emissions.shape[1]]
@@ -155,6 +158,7 @@ def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[Arg
         "bigram_hashes": tensor(batch.bigram_hashes),
         "word_vectors": tensor(batch.word_vectors),
         "bigram_vectors": tensor(batch.bigram_vectors),
+        "bigram_missing": tensor(batch.bigram_missing),
         "recompute": batch.recompute,
     }
     if batch.char_features is not None:

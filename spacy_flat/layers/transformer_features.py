@@ -63,10 +63,13 @@ def _forward(
     stacked = ops.xp.concatenate([ops.alloc2f(1, width), *(vectors for vectors in tokvecs if len(vectors))])
     char_rows: Dict[int, numpy.ndarray] = {}
     offset = 0
-    for doc in doc_list:
+    for doc, vectors in zip(doc_list, tokvecs):
         token_rows = _char_token_rows(doc)
+        if len(vectors) != len(doc):
+            # No vector per token (e.g. a transformer that saw nothing): zeros, row 0.
+            token_rows = numpy.full_like(token_rows, -1)
         char_rows[id(doc)] = numpy.where(token_rows >= 0, token_rows + offset + 1, 0).astype("int32")
-        offset += len(doc)
+        offset += len(vectors)
     rows = [ops.asarray1i(cast(Ints1d, char_rows[id(s.doc)][s.start : s.end])) for s in segments]
     featured = [Segment(s.doc, s.start, s.end, s.text, features=stacked[index]) for s, index in zip(segments, rows)]
     scores, backprop_groups = encode_in_groups(model, featured, is_train)
@@ -79,9 +82,10 @@ def _forward(
                 ops.scatter_add(d_stacked, index, d_features)
                 has_gradient = True
         if has_gradient:
-            sizes = [len(doc) for doc in doc_list]
-            d_docs = ops.xp.split(d_stacked[1:], numpy.cumsum(sizes)[:-1].tolist())
-            backprop_tok2vec([d if len(v) else ops.alloc2f(*v.shape) for d, v in zip(d_docs, tokvecs)])
+            sizes = [len(vectors) for vectors in tokvecs if len(vectors)]
+            kept = iter(ops.xp.split(d_stacked[1:], numpy.cumsum(sizes)[:-1].tolist()))
+            d_docs = [next(kept) if len(vectors) else None for vectors in tokvecs]
+            backprop_tok2vec([d if d is not None else ops.alloc2f(*v.shape) for d, v in zip(d_docs, tokvecs)])
         return []
 
     return scores, backprop

@@ -1,0 +1,50 @@
+"""FlatSettings (settings.py): every architecture setting written once, and the
+builders' signatures made from it."""
+
+import inspect
+
+import pytest
+import spacy
+
+from spacy_flat.architectures import build_flat_tagger, build_flat_transformer_tagger
+from spacy_flat.settings import FlatSettings, settings_signature
+
+
+def test_builder_signatures_are_the_settings():
+    plain = inspect.signature(build_flat_tagger).parameters
+    assert list(plain) == [
+        name for name in FlatSettings.__dataclass_fields__ if name not in ("use_char_embeddings", "learn_rate_scale")
+    ]
+    transformer = inspect.signature(build_flat_transformer_tagger).parameters
+    assert list(transformer)[:3] == ["tok2vec", "width", "n_heads"]
+    assert transformer["learn_rate_scale"].default == 5.0 and plain["width"].default == 160
+
+
+def test_defaults_of_the_signature_apply_when_called_from_python():
+    from spacy_transformers.architectures import transformer_listener_tok2vec_v1
+
+    listener = transformer_listener_tok2vec_v1(pooling=spacy.registry.layers.get("reduce_mean.v1")(), grad_factor=1.0)
+    assert build_flat_transformer_tagger(listener).get_ref("tagger").shims[0].lr_scale == 5.0
+    assert build_flat_tagger(width=32, n_heads=4).get_ref("tagger").shims[0]._model.width == 32
+
+
+def test_a_misspelt_override_and_bad_settings_are_refused():
+    with pytest.raises(TypeError, match="learn_rate_scal"):
+        settings_signature(learn_rate_scal=5.0)
+    with pytest.raises(ValueError, match="divisible"):
+        FlatSettings(width=30, n_heads=4)
+    with pytest.raises(ValueError, match="grad_scaler_config"):
+        FlatSettings(grad_scaler_config={"enabled": True})
+
+
+def test_the_config_system_fills_and_validates_them():
+    nlp = spacy.blank("zh")
+    nlp.add_pipe(
+        "flat_ner", config={"model": {"@architectures": "spacy-flat.FlatTagger.v1", "width": 32, "n_heads": 4}}
+    )
+    model = nlp.config["components"]["flat_ner"]["model"]
+    assert model["word_rows"] == 20000 and model["width"] == 32
+    with pytest.raises(Exception, match="width"):
+        spacy.blank("zh").add_pipe(
+            "flat_ner", config={"model": {"@architectures": "spacy-flat.FlatTagger.v1", "width": "wide"}}
+        )
