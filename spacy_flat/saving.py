@@ -7,6 +7,7 @@ Loading collects the parts first and applies them together at the end, so
 (windows, alignment, boundary constraints) are never overwritten by saved ones.
 """
 
+import warnings
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Optional
@@ -17,6 +18,11 @@ from thinc.api import Model
 
 from .errors import PipelineFileError
 from .resources import OPTIONAL_PARTS, PARTS, FlatResources, Part
+
+
+class BoundaryRulesMissing(UserWarning):
+    """A loaded pipeline asks for boundary rules it never learned."""
+
 
 # What `cfg` holds that training learned; everything else in it comes from the config.
 LEARNED = ("labels", "feature_width", "boundaries")
@@ -96,6 +102,13 @@ class SavedWithResources:
         for key in LEARNED:
             if key in loaded.cfg:
                 self.cfg[key] = loaded.cfg[key]
+        if loaded.cfg and self.cfg.get("constrain_boundaries") and self.cfg.get("boundaries") is None:
+            warnings.warn(
+                f"'{self.name}' was saved without entity-boundary rules (before spacy-flat 0.2.0, or trained "
+                "with constrain_boundaries = false), so it decodes without them; train it again to learn them",
+                BoundaryRulesMissing,
+                stacklevel=3,
+            )
         if loaded.parts or self.resources is not None:
             self.resources = FlatResources.from_parts(loaded.parts, self.resources, self.name)
         if loaded.weights is None:

@@ -401,3 +401,9 @@ def test_a_pretrained_bigram_table_feeds_every_character_and_round_trips(tmp_pat
     loaded = spacy.load(tmp_path / "p")
     texts = [r["text"] for r in tiny_records()]
     assert [ents(d) for d in loaded.pipe(texts)] == [ents(d) for d in nlp.pipe(texts)]
+
+
+def test_the_model_says_it_reads_segments_when_given_docs(trained_nlp):
+    ner = trained_nlp.get_pipe("flat_ner")
+    with pytest.raises(TypeError, match="ner.segmenter.segments"):
+        ner.model.predict([trained_nlp.make_doc("张伟")])

@@ -41,6 +41,11 @@ def set_resources(model: Model, resources: FlatResources) -> None:
 def _forward(
     model: Model[List[Segment], FlatBatch], segments: List[Segment], is_train: bool
 ) -> Tuple[FlatBatch, Callable]:
+    if segments and not isinstance(segments[0], Segment):
+        raise TypeError(
+            "A FLAT model reads Segments, not Docs: `segments, _ = ner.segmenter.segments(docs)`, "
+            "then `ner.model.predict(segments)`; or call the component itself"
+        )
     resources: Optional[FlatResources] = model.attrs["resources"]
     if resources is None:
         raise ValueError("The FLAT model has no lexicon: initialize the flat_ner component first")
