@@ -3,6 +3,7 @@
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
@@ -109,6 +110,31 @@ def median_time(fn: Callable[[], object], repeats: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+# A 1-minute load average above this, per core, means something else runs: timings would not hold.
+BUSY_LOAD_PER_CORE = 0.3
+
+
+def load_average() -> str:
+    """RETURNS (str): The 1, 5 and 15-minute load averages, for every timing table."""
+    import os
+
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+def require_quiet(allow_busy: bool) -> None:
+    """Refuse to time on a busy machine (load average over BUSY_LOAD_PER_CORE a core), unless allowed."""
+    import os
+
+    one = os.getloadavg()[0]
+    limit = BUSY_LOAD_PER_CORE * (os.cpu_count() or 1)
+    if one > limit:
+        message = f"the machine is busy ({load_average()}, over {limit:.1f}): timings would measure the other jobs"
+        if not allow_busy:
+            raise SystemExit(f"error: {message}; wait, or pass --allow-busy to time anyway (the tables say so)")
+        print(f"WARNING: {message}\n", file=sys.stderr, flush=True)
 
 
 def machine() -> str:

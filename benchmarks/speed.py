@@ -22,7 +22,17 @@ import spacy
 from spacy.language import Language
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import ROOT, examples, machine, median_time, spacy_ner_config, texts, train_split
+from common import (
+    ROOT,
+    examples,
+    load_average,
+    machine,
+    median_time,
+    require_quiet,
+    spacy_ner_config,
+    texts,
+    train_split,
+)
 
 from spacy_flat.layers import TorchTagger
 
@@ -116,10 +126,16 @@ def main() -> None:
     parser.add_argument("--gpu-id", type=int, default=-1, help="run both pipelines on this GPU (spacy.require_gpu)")
     parts = ("inference", "training", "lattice")
     parser.add_argument("--parts", nargs="+", choices=parts, default=list(parts))
+    parser.add_argument(
+        "--allow-busy", action="store_true", help="time even when the load average says the machine is busy"
+    )
     args = parser.parse_args()
+    require_quiet(args.allow_busy)
     if args.gpu_id >= 0:
         spacy.require_gpu(args.gpu_id)
-    print(f"Machine: {machine()}; {'GPU ' + str(args.gpu_id) if args.gpu_id >= 0 else 'CPU'}\n")
+    print(
+        f"Machine: {machine()}; {'GPU ' + str(args.gpu_id) if args.gpu_id >= 0 else 'CPU'}; before: {load_average()}\n"
+    )
     if "inference" in args.parts:
         ours, peer = flat(args.model, "resume"), spacy_ner("resume")
         print(f"nlp.pipe: batches of {args.batch_size} docs\n")
@@ -164,6 +180,7 @@ def main() -> None:
             f"\nLattice: {lat['chars']:,} MSRA train_dev characters matched against jieba's 337k words in "
             f"{lat['seconds']:.2f} s ({lat['chars_per_s']:,.0f} chars/s), {lat['words']:,} lattice words."
         )
+    print(f"\nAfter: {load_average()}")
 
 
 if __name__ == "__main__":
