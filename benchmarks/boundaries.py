@@ -15,25 +15,11 @@ from typing import List, Tuple
 import spacy
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))
 from common import machine, markdown_table
 
-from spacy_flat.boundaries import LINE_BREAK, SENTENCE_END, SPACE, WORD, char_class
-
-HOSTILE = [
-    "重庆人和药店的老板张三在上海。",
-    "重庆人和药店的老板张三在上海。" * 3,
-    "张三\n\n李四",
-    "张伟毕业于北京大学。李娜在上海工作。\n王芳加入了华为公司。",
-    "😀" * 120,
-    "Hello World from OpenAI and Google, a sentence in ASCII only.",
-    "。，！？、；：“”（）《》…—",
-]
-
-
-def rejected(text: str) -> bool:
-    kinds = {char_class(c) for c in text[1:-1]} | {char_class(text[0]), char_class(text[-1])}
-    inside = {char_class(c) for c in text[1:-1]}
-    return bool(inside & {LINE_BREAK, SPACE, SENTENCE_END}) or WORD not in kinds
+# The same inputs and the same verdict as the tests.
+from tests.test_boundaries import HOSTILE, entity_ok
 
 
 def entities(nlp: spacy.Language, rules: bool) -> List[List[Tuple[str, str]]]:
@@ -52,8 +38,8 @@ def main() -> None:
     rows = []
     for text, free, ruled in zip(HOSTILE, entities(nlp, False), entities(nlp, True)):
         shown = text.replace("\n", "\\n") if len(text) < 40 else text[:36].replace("\n", "\\n") + "…"
-        bad_free = [e for e in free if rejected(e[0])]
-        bad_ruled = [e for e in ruled if rejected(e[0])]
+        bad_free = [e for e in free if not entity_ok(e[0])]
+        bad_ruled = [e for e in ruled if not entity_ok(e[0])]
         rows.append(
             [f"`{shown}`", f"{len(free)} ({len(bad_free)} rejected)", f"{len(ruled)} ({len(bad_ruled)} rejected)"]
         )

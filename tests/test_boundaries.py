@@ -18,6 +18,7 @@ TAGS = TagSet(["ORG", "PER"])
 
 # Hostile texts and what no entity predicted on them may contain.
 HOSTILE = [
+    "重庆人和药店的老板张三在上海。",
     "重庆人和药店的老板张三在上海。" * 3,
     "张三\n\n李四",
     "张伟毕业于北京大学。李娜在上海工作。\n王芳加入了华为公司。",

@@ -405,5 +405,5 @@ def test_a_pretrained_bigram_table_feeds_every_character_and_round_trips(tmp_pat
 
 def test_the_model_says_it_reads_segments_when_given_docs(trained_nlp):
     ner = trained_nlp.get_pipe("flat_ner")
-    with pytest.raises(TypeError, match="ner.segmenter.segments"):
+    with pytest.raises(TypeError, match=r"ner\.segmenter\.segments"):
         ner.model.predict([trained_nlp.make_doc("张伟")])
