@@ -109,3 +109,19 @@ def test_jsonl_and_command_line(tmp_path, capsys):
     (tmp_path / "bad.jsonl").write_text('{"text": "北京", "label": {"LOC": {"上海": [[0, 1]]}}}\n', encoding="utf8")
     assert main(["convert", str(tmp_path / "bad.jsonl"), str(tmp_path / "x.spacy")]) == 1
     assert "bad.jsonl:1: span [0, 1] is '北京', not '上海'" in capsys.readouterr().err
+
+
+def test_labels_renamed_and_counted(tmp_path, capsys):
+    """MSRA's NR, NS, NT become PER, LOC, ORG; each rename is counted in the summary."""
+    (tmp_path / "msra.bmes").write_text(
+        "张 B-NR\n三 E-NR\n在 O\n上 B-NS\n海 E-NS\n\n新 B-NT\n华 M-NT\n社 E-NT\n", "utf8"
+    )
+    args = ["convert", str(tmp_path / "msra.bmes"), str(tmp_path / "out.spacy")]
+    assert main([*args, "--rename-labels", "NR=PER,NS=LOC,NT=ORG"]) == 0
+    docs = list(DocBin().from_disk(tmp_path / "out.spacy").get_docs(Vocab()))
+    assert [[(e.text, e.label_) for e in d.ents] for d in docs] == [
+        [("张三", "PER"), ("上海", "LOC")],
+        [("新华社", "ORG")],
+    ]
+    assert "1 label NR renamed PER" in capsys.readouterr().err
+    assert main([*args, "--rename-labels", "NR"]) == 1

@@ -11,7 +11,7 @@ import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, List, Optional, TextIO, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, TextIO, Tuple
 
 from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
@@ -228,6 +228,23 @@ def to_doc(vocab: Vocab, sentence: Sentence) -> Doc:
     return doc
 
 
+def parse_renames(text: str) -> Dict[str, str]:
+    """RETURNS (Dict[str, str]): `NR=PER,NS=LOC` as {"NR": "PER", "NS": "LOC"}."""
+    pairs = [item.split("=", 1) for item in text.split(",") if item.strip()]
+    if any(len(pair) != 2 or not pair[0].strip() or not pair[1].strip() for pair in pairs):
+        raise ConversionError(f"--rename-labels takes OLD=NEW pairs separated by commas, got {text!r}")
+    return {old.strip(): new.strip() for old, new in pairs}
+
+
+def _renamed(sentence: Sentence, rename: Dict[str, str], report: ConversionReport) -> Sentence:
+    spans = []
+    for start, end, label in sentence.spans:
+        if label in rename:
+            report.repair_kinds[f"label {label} renamed {rename[label]}"] += 1
+        spans.append((start, end, rename.get(label, label)))
+    return Sentence(sentence.chars, spans, sentence.first_line)
+
+
 def convert(
     input_path: Path,
     output_path: Path,
@@ -236,9 +253,13 @@ def convert(
     file_format: str = "auto",
     dev_last: int = 0,
     dev_output: Optional[Path] = None,
+    rename: Optional[Dict[str, str]] = None,
     log: Optional[TextIO] = None,
 ) -> Tuple[ConversionReport, int, int]:
     """Convert one file to a DocBin, optionally splitting its last sentences off as dev.
+
+    rename (Optional[Dict[str, str]]): Labels to rename (MSRA's NR, NS, NT to PER, LOC, ORG);
+        each renamed entity is counted in the report.
 
     RETURNS (Tuple[ConversionReport, int, int]): The report, docs written to
         `output_path` and to `dev_output`.
@@ -256,6 +277,8 @@ def convert(
         sentences = list(read_jsonl(input_path, report=report))
     else:
         sentences = list(read_conll(input_path, scheme=scheme, report=report, progress=progress))
+    if rename:
+        sentences = [_renamed(s, rename, report) for s in sentences]
     docs = [to_doc(vocab, s) for s in sentences]
     report.entities_written = sum(len(d.ents) for d in docs)
     if dev_last and dev_output is None:

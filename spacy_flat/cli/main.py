@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..errors import FlatError
-from .convert import SCHEMES, convert
+from .convert import SCHEMES, convert, parse_renames
 from .project_assets import verify_assets
 
 
@@ -21,6 +21,9 @@ def build_parser() -> argparse.ArgumentParser:
     conv.add_argument("--format", choices=("auto", "conll", "jsonl"), default="auto")
     conv.add_argument("--dev-last", type=int, default=0, help="write the last N sentences to --dev-output")
     conv.add_argument("--dev-output", type=Path, default=None)
+    conv.add_argument(
+        "--rename-labels", default="", metavar="OLD=NEW,...", help="rename entity labels, e.g. NR=PER,NS=LOC,NT=ORG"
+    )
     evaluate = commands.add_parser("evaluate", help="score a pipeline: JSON, Markdown and an HTML sample page")
     evaluate.add_argument("model")
     evaluate.add_argument("data", type=Path)
@@ -123,6 +126,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 file_format=args.format,
                 dev_last=args.dev_last,
                 dev_output=args.dev_output,
+                rename=parse_renames(args.rename_labels),
             )
         elif args.command == "schedule":
             _schedule(args.config, args.train, args.epochs, args.output)
