@@ -12,6 +12,7 @@ initialization; mean and spread are reported.
     python benchmarks/accuracy.py weibo --set components.flat_ner.model.bigram_rows=50000
     python benchmarks/accuracy.py msra --epochs 1 --peer-only --peer-set training.eval_frequency=1000
     python benchmarks/accuracy.py weibo --lexicon w2v --select-on-test  # the original code's figure, see below
+    python benchmarks/accuracy.py weibo --inputs wiki-words own-bigrams gazetteers  # pretrained tables, see INPUTS
 
 --select-on-test trains with the test set in the dev set's place, so the model kept
 is the one with the best test F1 of all evaluations. That is not a valid selection:
@@ -57,6 +58,78 @@ LEXICONS = {
         }
     },
 }
+
+
+# Pretrained inputs, combined by --inputs (issue #16). Tables of `pretrain-vectors`
+# are read from --pretrained (default training/pretrain/full); all at unit length.
+GAZETTEERS = {
+    "place": ",".join(
+        str(ROOT.parent / "shared/lexicons" / name)
+        for name in (
+            "thuocl/THUOCL_diming.txt.xz",
+            "admin-divisions-of-china/provinces.csv",
+            "admin-divisions-of-china/cities.csv",
+            "admin-divisions-of-china/areas.csv",
+            "admin-divisions-of-china/streets.csv.xz",
+        )
+    ),
+    "person": str(ROOT.parent / "shared/lexicons/thuocl/THUOCL_lishimingren.txt"),
+    **{
+        kind: str(ROOT.parent / "shared/lexicons/thuocl" / f"THUOCL_{name}")
+        for kind, name in (
+            ("it", "IT.txt.xz"),
+            ("finance", "caijing.txt"),
+            ("car", "car.txt"),
+            ("food", "food.txt"),
+            ("law", "law.txt.xz"),
+            ("medicine", "medical.txt.xz"),
+            ("animal", "animal.txt.xz"),
+            ("idiom", "chengyu.txt"),
+            ("poetry", "poem.txt.xz"),
+        )
+    },
+}
+INPUTS = ("wiki-words", "own-words", "jieba-words", "own-chars", "own-bigrams", "gazetteers")
+
+
+def input_overrides(inputs: List[str], pretrained: Path) -> dict:
+    """Config overrides for a combination of pretrained inputs (empty: the embedded defaults)."""
+    if not inputs:
+        return {}
+    lexicon: dict = {"@misc": "spacy-flat.jieba_lexicon.v1"}
+    if "wiki-words" in inputs or "own-words" in inputs:
+        path = LEXICONS["w2v"]["initialize.components.flat_ner.lexicon"]["path"]
+        lexicon = {
+            "@misc": "spacy-flat.word2vec_lexicon.v1",
+            "path": path if "wiki-words" in inputs else str(pretrained / "words.vec"),
+            "normalize": True,
+            "jieba_words": "jieba-words" in inputs,
+        }
+        if "wiki-words" in inputs and "own-words" in inputs:
+            lexicon["extra_vectors"] = str(pretrained / "words.vec")
+    if "gazetteers" in inputs:
+        lexicon["gazetteers"] = GAZETTEERS
+    out: dict = {"initialize.components.flat_ner.lexicon": lexicon}
+    if "own-chars" in inputs:
+        out["initialize.components.flat_ner.char_vectors"] = {
+            "@misc": "spacy-flat.word2vec_char_vectors.v1",
+            "path": str(pretrained / "chars.vec"),
+            "normalize": True,
+        }
+        out["components.flat_ner.model.char_width"] = 50
+    else:
+        out["initialize.components.flat_ner.char_vectors"] = {
+            "@misc": "spacy-flat.lac_char_vectors.v1",
+            "normalize": True,
+        }
+    if "own-bigrams" in inputs:
+        out["initialize.components.flat_ner.bigram_vectors"] = {
+            "@misc": "spacy-flat.word2vec_bigram_vectors.v1",
+            "path": str(pretrained / "bigrams.vec"),
+            "normalize": True,
+        }
+        out["components.flat_ner.model.bigram_vectors"] = True
+    return out
 
 
 def normalized(lexicon: Optional[str]) -> dict:
@@ -122,6 +195,10 @@ def main() -> None:
     parser.add_argument(
         "--normalize", action="store_true", help="unit-length pretrained vectors (characters and lexicon words)"
     )
+    parser.add_argument("--inputs", nargs="+", choices=INPUTS, default=[], help="pretrained inputs (issue #16)")
+    parser.add_argument(
+        "--pretrained", type=Path, default=ROOT / "training/pretrain/full", help="pretrain-vectors output"
+    )
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON", help="more config overrides for flat_ner")
     parser.add_argument(
         "--select-on-test", action="store_true", help="keep the best test F1 of all evaluations (not a valid selection)"
@@ -145,12 +222,15 @@ def main() -> None:
         label += ", unit-length vectors" if args.normalize else ""
         label += ", best test F1 over evaluations (not a valid selection)" if args.select_on_test else ""
         label += "".join(f", {k.rsplit('.', 1)[-1]}={v}" for k, v in settings.items())
+        if args.inputs:
+            label = f"flat_ner, {' + '.join(args.inputs)} (unit length)"
         extra = {
             # The config's schedule is for its own max_epochs; a shorter run decays to zero at its own end.
             **schedule_for(config, data["train"], args.epochs),
             **ABLATIONS.get(args.ablation or "", {}),
             **LEXICONS.get(args.lexicon or "", {}),
             **(normalized(args.lexicon) if args.normalize else {}),
+            **input_overrides(args.inputs, args.pretrained),
             **{k: json.loads(v) for k, v in settings.items()},
         }
         if not args.peer_only:

@@ -10,6 +10,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .crf import ConstrainedCRF
+from .embeddings import HashEmbedding, TypeEmbedding
 from .position import PositionFusion, RelativePositions, relative_positions
 from .position_scores import position_scores
 from .settings import FlatSettings
@@ -88,21 +89,6 @@ class FlatLayer(nn.Module):
         return self.norm2(x + self.dropout(self.ffn(x)))
 
 
-class HashEmbedding(nn.Module):
-    """Bloom embedding: each item sums the rows its hashes select, so any string
-    (a word added to the lexicon after training, too) has a learned vector in a
-    fixed-size table."""
-
-    def __init__(self, n_rows: int, width: int) -> None:
-        super().__init__()
-        self.table = nn.Embedding(n_rows, width)
-        nn.init.normal_(self.table.weight, std=0.1)
-
-    def forward(self, rows: torch.Tensor) -> torch.Tensor:
-        """rows (N, n_hashes) int64 → (N, width)."""
-        return self.table(rows).sum(1)
-
-
 class FlatTagger(nn.Module):
     """Character and word embeddings, FLAT layers, emission scores and a CRF.
 
@@ -129,6 +115,8 @@ class FlatTagger(nn.Module):
         self.bigram_embed = HashEmbedding(s.bigram_rows, s.bigram_width) if s.bigram_rows > 0 else None
         self.word_embed = HashEmbedding(s.word_rows, s.word_width)
         self.vector_proj: Optional[nn.Linear] = None
+        # Word types (gazetteers), set by configure when the lexicon has types.
+        self.type_embed: Optional[TypeEmbedding] = None
         # Stands in for bigrams a pretrained bigram table lacks; set by configure when there is a table.
         self.bigram_fallback: Optional[nn.Parameter] = None
         # A transformer-only model learns its input width at `configure`.
@@ -162,11 +150,13 @@ class FlatTagger(nn.Module):
         ends: Sequence[int],
         feature_width: int = 0,
         bigram_table_width: int = 0,
+        n_word_types: int = 0,
     ) -> None:
         """Set the data-dependent shapes. Reinitializes the affected layers.
 
         bigram_table_width (int): Width of a pretrained bigram table; 0 reads
             bigram vectors from the lexicon (when `bigram_vectors` is on).
+        n_word_types (int): Word types (gazetteers) of the lexicon; 0 for none.
         """
         device = self.output.weight.device
         bigram_width = bigram_table_width or vector_width
@@ -189,6 +179,7 @@ class FlatTagger(nn.Module):
             self.vector_proj = nn.Linear(vector_width, self.word_width).to(device)
         elif not vector_width:
             self.vector_proj = None
+        self.type_embed = TypeEmbedding(n_word_types, self.word_width).to(device) if n_word_types else None
         self.output = nn.Linear(self.width, n_tags).to(device)
         self.crf = ConstrainedCRF(n_tags, transitions, starts, ends).to(device)
 
@@ -216,6 +207,7 @@ class FlatTagger(nn.Module):
         char_features: Optional[torch.Tensor] = None,
         bigram_vectors: Optional[torch.Tensor] = None,
         bigram_missing: Optional[torch.Tensor] = None,
+        word_types: Optional[torch.Tensor] = None,
         recompute: bool = False,
     ) -> torch.Tensor:
         """Emission scores for every character.
@@ -227,7 +219,8 @@ class FlatTagger(nn.Module):
         token_mask (B, n): real tokens. char_mask (B, n_chars_max): real characters.
         bigram_hashes (N_c, k), word_vectors (N_w, vector_width),
             char_features (N_c, feature_width), bigram_vectors (N_c, width) and
-            bigram_missing (N_c,) bool (bigrams the table lacks): optional.
+            bigram_missing (N_c,) bool (bigrams the table lacks), word_types
+            (N_w,) int64 type bits: optional.
         recompute (bool): Keep no attention-sized activations for backward and
             recompute them there (torch's activation checkpointing, same dropout
             masks), so a batch encoded in several groups holds one group's
@@ -254,6 +247,8 @@ class FlatTagger(nn.Module):
         words = self.word_embed(word_hashes)
         if self.vector_proj is not None and word_vectors is not None:
             words = words + self.vector_proj(word_vectors)
+        if self.type_embed is not None and word_types is not None:
+            words = words + self.type_embed(word_types)
         chars = self.char_proj(self.embed_dropout(chars))
         words = self.word_proj(self.embed_dropout(words))
         x = chars.new_zeros(batch * n, self.width)

@@ -35,6 +35,8 @@ class FlatBatch:
     bigram_vectors: Optional[numpy.ndarray] = None
     # (N_c,) bool: the bigram table lacks the character's bigram (a learned vector stands in).
     bigram_missing: Optional[numpy.ndarray] = None
+    # (N_w,) int64: each word's type bits (Lexicon.type_bits); None when the lexicon has no types.
+    word_types: Optional[numpy.ndarray] = None
     # (N_c, width) per-character features from a transformer, set by the
     # transformer architecture; an xp array (NumPy or CuPy).
     char_features: Optional[Any] = None
@@ -127,6 +129,7 @@ def featurize(
         word_vectors=vectors,
         bigram_vectors=gram_vectors,
         bigram_missing=missing,
+        word_types=lexicon.type_bits[all_rows] if lexicon.types else None,
     )
 
 

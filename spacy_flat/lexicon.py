@@ -1,4 +1,5 @@
-"""The lexicon: the words a lattice is matched against, with optional vectors."""
+"""The lexicon: the words a lattice is matched against, with optional vectors
+and optional types (gazetteers)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ import srsly
 from .errors import LexiconError
 from .vectors import unit_rows
 
+# Types are bits of one int64 per word, so a word may have several.
+MAX_TYPES = 63
+
 
 class Lexicon:
-    """Words of two or more characters, optionally with one vector each.
+    """Words of two or more characters, optionally with one vector each and any
+    number of types (`place`, `person`, a user's `brand`: the lists a word came from).
 
     Matching uses an Aho-Corasick automaton (pyahocorasick, a C extension), which
     finds every occurrence of every word, overlapping and of all lengths, in one
@@ -58,6 +63,9 @@ class Lexicon:
             kept = vectors[numpy.asarray(rows)]
             self._vectors[:] = unit_rows(kept) if normalize else kept
         self._has_vector = numpy.full(len(self._words), vectors is not None, dtype=bool)
+        # Type names in the order they were first given (a type's bit is its index).
+        self.types: List[str] = []
+        self._type_bits = numpy.zeros(len(self._words), dtype="int64")
         self._automaton: Optional[ahocorasick.Automaton] = None
 
     def __len__(self) -> int:
@@ -79,6 +87,17 @@ class Lexicon:
         """RETURNS (numpy.ndarray): One row per word; zeros for words without a vector."""
         return self._vectors
 
+    @property
+    def type_bits(self) -> numpy.ndarray:
+        """RETURNS (numpy.ndarray): (n_words,) int64; bit k set when the word has `types[k]`."""
+        return self._type_bits
+
+    def types_of(self, word: str) -> List[str]:
+        """RETURNS (List[str]): The types of `word`; empty if it has none or is absent."""
+        row = self._index.get(word)
+        bits = 0 if row is None else int(self._type_bits[row])
+        return [name for k, name in enumerate(self.types) if bits >> k & 1]
+
     def index(self, word: str) -> int:
         """RETURNS (int): The row of `word`. Raises KeyError if it is absent."""
         return self._index[word]
@@ -88,11 +107,14 @@ class Lexicon:
         index = self._index
         return numpy.fromiter((index.get(item, -1) for item in items), dtype="int64", count=len(items))
 
-    def add(self, word: str, vector: Optional[numpy.ndarray] = None) -> int:
-        """Add a word, or set the vector of a word already present.
+    def add(self, word: str, vector: Optional[numpy.ndarray] = None, types: Sequence[str] = ()) -> int:
+        """Add a word, or set the vector of a word already present and add to its types.
 
         word (str): The word, two or more characters.
         vector (Optional[numpy.ndarray]): Its vector, of width `vector_width`.
+        types (Sequence[str]): Types to give it (kept with those it has). A model
+            has learned embeddings for the types its training lexicon had; a new
+            type is stored but has none until the model is trained with it.
         RETURNS (int): The word's row.
         """
         if not isinstance(word, str) or len(word) < 2:
@@ -113,32 +135,58 @@ class Lexicon:
             self._words.append(word)
             self._vectors = numpy.vstack([self._vectors, numpy.zeros((1, self.vector_width), dtype="float32")])
             self._has_vector = numpy.append(self._has_vector, False)
+            self._type_bits = numpy.append(self._type_bits, 0)
             self._automaton = None
         if vector is not None:
             self._vectors[row] = vector
             self._has_vector[row] = True
+        if types:
+            self._type_bits[row] |= self._bits(types)
         return row
 
-    def extend(self, words: Iterable[str]) -> int:
-        """Add words without vectors; words already present keep theirs.
+    def extend(self, words: Iterable[str], types: Sequence[str] = ()) -> int:
+        """Add words without vectors; words already present keep theirs. Every
+        word given (new or not) gets `types`.
 
         Growing the arrays once rather than word by word (as `add` does) keeps
         joining a 300k-word list linear.
 
         words (Iterable[str]): The words. Single characters and duplicates are skipped.
+        types (Sequence[str]): Types to give each word, e.g. ("place",) for a gazetteer.
         RETURNS (int): How many words were new.
         """
+        bits = self._bits(types) if types else 0
         before = len(self._words)
+        rows: List[int] = []
         for word in words:
-            if len(word) >= 2 and word not in self._index:
-                self._index[word] = len(self._words)
+            if len(word) < 2:
+                continue
+            row = self._index.get(word)
+            if row is None:
+                row = self._index[word] = len(self._words)
                 self._words.append(word)
+            rows.append(row)
         added = len(self._words) - before
         if added:
             self._vectors = numpy.vstack([self._vectors, numpy.zeros((added, self.vector_width), dtype="float32")])
             self._has_vector = numpy.append(self._has_vector, numpy.zeros(added, dtype=bool))
+            self._type_bits = numpy.append(self._type_bits, numpy.zeros(added, dtype="int64"))
             self._automaton = None
+        if bits and rows:
+            self._type_bits[numpy.asarray(rows)] |= bits
         return added
+
+    def _bits(self, types: Sequence[str]) -> int:
+        bits = 0
+        for name in types:
+            if not isinstance(name, str) or not name:
+                raise LexiconError(f"A word type is a non-empty string, got {name!r}")
+            if name not in self.types:
+                if len(self.types) == MAX_TYPES:
+                    raise LexiconError(f"A lexicon holds at most {MAX_TYPES} word types; {name!r} is one too many")
+                self.types.append(name)
+            bits |= 1 << self.types.index(name)
+        return bits
 
     def has_vector(self, word: str) -> bool:
         """RETURNS (bool): Whether `word` is present and has a vector."""
@@ -182,6 +230,8 @@ class Lexicon:
                 "vectors": self._vectors.astype("<f4").tobytes(),
                 "has_vector": numpy.packbits(self._has_vector).tobytes(),
                 "normalize": self.normalize,
+                "types": self.types,
+                "type_bits": self._type_bits.astype("<i8").tobytes(),
             }
         )
 
@@ -201,6 +251,11 @@ class Lexicon:
             has_vector = numpy.unpackbits(numpy.frombuffer(msg["has_vector"], dtype="uint8"))
             # Absent in lexicons saved before the option existed.
             normalize = bool(msg.get("normalize", False))
+            # Absent in lexicons saved before 0.3.0 (no types).
+            types = [str(name) for name in msg.get("types", [])]
+            type_bits = numpy.frombuffer(msg.get("type_bits", b""), dtype="<i8")
+            if types and type_bits.shape[0] != len(words):
+                raise ValueError(f"{type_bits.shape[0]} type rows for {len(words)} words")
         except Exception as err:  # any decoding failure means a damaged file
             raise LexiconError(f"Damaged lexicon in {source}: {err}") from err
         # The stored rows are already scaled; the flag applies to words added later.
@@ -209,4 +264,7 @@ class Lexicon:
         if len(lexicon) != len(words):
             raise LexiconError(f"Damaged lexicon in {source}: duplicate or short words")
         lexicon._has_vector = has_vector[: len(words)].astype(bool)
+        lexicon.types = types
+        if types:
+            lexicon._type_bits = type_bits.astype("int64")
         return lexicon

@@ -2,26 +2,43 @@
 `[initialize]` block. They read files (`readers.py`) and know nothing of the model.
 """
 
-from typing import Callable, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy
 from spacy.util import registry
 
 from .char_vocab import CharVocab
+from .gazetteers import add_gazetteers
 from .lexicon import Lexicon
 from .readers import jieba_dir, read_lac_char_table, read_word2vec, read_word2vec_chars, read_word_list
 from .vectors import unit_rows
 
+# Every lexicon loader takes typed word lists (gazetteers) too:
+#   gazetteers (Optional[Dict[str, str]]): type name -> a word list, or several
+#       separated by commas (plain lists, THUOCL's `word<TAB>count`, CSV with a
+#       `name` column; xz/gz/bz2 or not). Each word gets the type, and the model a
+#       learned embedding per type beside the word's vector.
+#   typed_words (Optional[str]): a list of `word<TAB>type[,type...]` lines.
+
 
 @registry.misc("spacy-flat.jieba_lexicon.v1")
-def create_jieba_lexicon() -> Callable[[], Lexicon]:
-    """The default lexicon: the 349k-word dict.txt bundled with jieba, no vectors."""
+def create_jieba_lexicon(
+    gazetteers: Optional[Dict[str, str]] = None, typed_words: Optional[str] = None
+) -> Callable[[], Lexicon]:
+    """The default lexicon: the 349k-word dict.txt bundled with jieba, no vectors,
+    with typed word lists if given."""
 
     def load() -> Lexicon:
         words, _ = read_word_list(jieba_dir() / "dict.txt")
-        return Lexicon(words)
+        return _typed(Lexicon(words), gazetteers, typed_words)
 
     return load
+
+
+def _typed(lexicon: Lexicon, gazetteers: Optional[Dict[str, str]], typed_words: Optional[str]) -> Lexicon:
+    if gazetteers or typed_words:
+        add_gazetteers(lexicon, gazetteers or {}, typed_words)
+    return lexicon
 
 
 @registry.misc("spacy-flat.word2vec_lexicon.v1")
@@ -31,6 +48,9 @@ def create_word2vec_lexicon(
     normalize: bool = False,
     jieba_words: bool = False,
     extra_words: Optional[str] = None,
+    gazetteers: Optional[Dict[str, str]] = None,
+    typed_words: Optional[str] = None,
+    extra_vectors: Optional[str] = None,
 ) -> Callable[[], Lexicon]:
     """A lexicon with vectors from a word2vec file (text or binary).
 
@@ -40,27 +60,52 @@ def create_word2vec_lexicon(
         line, the first field).
     Words from jieba or the list that the file lacks get no vector, only the
     model's learned word embedding, as in a lexicon without vectors.
+    extra_vectors (Optional[str]): A second word2vec file (e.g. `pretrain-vectors`'
+        words.vec beside a general table): the union of both files' words, each
+        vector the two files' vectors side by side, zeros for the file that lacks
+        the word. Each half is scaled on its own when `normalize` is set.
     """
 
     def load() -> Lexicon:
         words, vectors, _ = read_word2vec(path, binary=binary)
-        lexicon = Lexicon(words, vectors, normalize=normalize)
+        if normalize:
+            vectors = unit_rows(vectors)
+        if extra_vectors is not None:
+            words, vectors = _side_by_side(words, vectors, *read_word2vec(extra_vectors)[:2], normalize)
+        lexicon = Lexicon(words, vectors, normalize=normalize and extra_vectors is None)
         if jieba_words:
             lexicon.extend(read_word_list(jieba_dir() / "dict.txt")[0])
         if extra_words is not None:
             lexicon.extend(read_word_list(extra_words)[0])
-        return lexicon
+        return _typed(lexicon, gazetteers, typed_words)
 
     return load
 
 
+def _side_by_side(
+    words: List[str], vectors: numpy.ndarray, more: List[str], more_vectors: numpy.ndarray, normalize: bool
+) -> Tuple[List[str], numpy.ndarray]:
+    """The union of two tables' words, each row [first file's vector, second's]."""
+    if normalize:
+        more_vectors = unit_rows(more_vectors)
+    index = {word: row for row, word in enumerate(words)}
+    union = words + [word for word in more if word not in index]
+    table = numpy.zeros((len(union), vectors.shape[1] + more_vectors.shape[1]), dtype="float32")
+    table[: len(words), : vectors.shape[1]] = vectors
+    rows = {word: row for row, word in enumerate(union)}
+    table[[rows[w] for w in more], vectors.shape[1] :] = more_vectors
+    return union, table
+
+
 @registry.misc("spacy-flat.word_list_lexicon.v1")
-def create_word_list_lexicon(path: str, column: int = 0) -> Callable[[], Lexicon]:
+def create_word_list_lexicon(
+    path: str, column: int = 0, gazetteers: Optional[Dict[str, str]] = None, typed_words: Optional[str] = None
+) -> Callable[[], Lexicon]:
     """A lexicon without vectors from a plain word list, one word per line."""
 
     def load() -> Lexicon:
         words, _ = read_word_list(path, column=column)
-        return Lexicon(words)
+        return _typed(Lexicon(words), gazetteers, typed_words)
 
     return load
 

@@ -63,6 +63,8 @@ class FlatNER(SavedWithResources, TrainablePipe):
             "constrain_boundaries": constrain_boundaries,
             # What the training entities allow (BoundaryRules), set at initialization.
             "boundaries": None,
+            # The lexicon's word types the model has embeddings for, set at initialization.
+            "word_types": [],
         }
         self.resources: Optional[FlatResources] = None
         self._tag_set = TagSet([])
@@ -173,6 +175,7 @@ class FlatNER(SavedWithResources, TrainablePipe):
                 f"[components.{self.name}.model] bigram_vectors = true"
             )
         self.resources = FlatResources(lexicon_, char_vocab, bigrams)
+        self.cfg["word_types"] = list(lexicon_.types)
         # Infers the width of transformer features, if the model has them.
         self.model.initialize()
         self.cfg["feature_width"] = self.model.get_dim("nF") if self.model.has_dim("nF") else 0
@@ -183,7 +186,9 @@ class FlatNER(SavedWithResources, TrainablePipe):
         """Rebuild the shapes that depend on data, before weights are set or loaded."""
         assert self.resources is not None
         self._tag_set = TagSet(self.labels)
-        self.tagger.configure(self.resources, self._tag_set, self.cfg.get("feature_width", 0))
+        self.tagger.configure(
+            self.resources, self._tag_set, self.cfg.get("feature_width", 0), len(self.cfg.get("word_types", []))
+        )
         set_resources(self.model, self.resources)
 
     # -- prediction -------------------------------------------------------

@@ -8,10 +8,11 @@ import pytest
 
 PACKAGE = Path(__file__).parent.parent / "spacy_flat"
 
-TORCH_SIDE = {"encoder", "position", "position_scores", "crf"}
+TORCH_SIDE = {"encoder", "embeddings", "position", "position_scores", "crf"}
 DATA_SIDE = {
     "boundaries",
     "lexicon",
+    "gazetteers",
     "lattice",
     "char_vocab",
     "features",

@@ -167,3 +167,17 @@ def test_word2vec_lexicon_joins_word_lists_without_vectors(tmp_path):
     jieba_words, _ = read_word_list(jieba_dir() / "dict.txt")
     assert len(with_jieba) == len(set(jieba_words) | {"北京", "上海"})
     assert with_jieba.has_vector("上海") and not with_jieba.has_vector("长江大桥")
+
+
+def test_word2vec_lexicon_puts_a_second_table_beside_the_first(tmp_path):
+    write_binary(tmp_path / "wiki.bin", [("北京", [3.0, 4.0]), ("上海", [0.0, 5.0])])
+    write_binary(tmp_path / "own.bin", [("上海", [1.0, 0.0, 0.0]), ("浦东", [0.0, 2.0, 0.0])])
+    lexicon = create_word2vec_lexicon(
+        str(tmp_path / "wiki.bin"), extra_vectors=str(tmp_path / "own.bin"), normalize=True
+    )()
+    assert lexicon.words == ["北京", "上海", "浦东"] and lexicon.vector_width == 5
+    # Each half scaled on its own; zeros where a table lacks the word.
+    numpy.testing.assert_allclose(lexicon.vectors[0], [0.6, 0.8, 0.0, 0.0, 0.0])
+    numpy.testing.assert_allclose(lexicon.vectors[1], [0.0, 1.0, 1.0, 0.0, 0.0])
+    numpy.testing.assert_allclose(lexicon.vectors[2], [0.0, 0.0, 0.0, 1.0, 0.0])
+    assert all(lexicon.has_vector(w) for w in lexicon.words)

@@ -52,8 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument(
         "--output", type=Path, required=True, help="directory for the tables, the stages and report.json"
     )
-    pretrain.add_argument("--json-field", default="text", help="dotted path of the text in JSON records")
-    pretrain.add_argument("--csv-column", default="text", help="the text column of CSV files")
+    pretrain.add_argument(
+        "--json-field",
+        default="text",
+        help="dotted path of the text in JSON records; comma-separated alternatives, first found wins",
+    )
+    pretrain.add_argument(
+        "--csv-column", default="text", help="the text column of CSV files; comma-separated alternatives"
+    )
     pretrain.add_argument(
         "--held-back", type=Path, nargs="*", default=[], help="dev and test sets (DocBin or text) to leave out"
     )

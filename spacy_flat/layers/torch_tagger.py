@@ -65,8 +65,12 @@ class TorchTagger:
     def is_configured(self) -> bool:
         return self.module.crf is not None
 
-    def configure(self, resources: FlatResources, tag_set: TagSet, feature_width: int) -> None:
-        """Set the shapes that depend on data, before weights are set or loaded."""
+    def configure(self, resources: FlatResources, tag_set: TagSet, feature_width: int, n_word_types: int = 0) -> None:
+        """Set the shapes that depend on data, before weights are set or loaded.
+
+        n_word_types (int): The lexicon's word types when the model was trained
+            (types added later have no learned embedding).
+        """
         self.module.configure(
             feature_width=feature_width,
             n_chars=resources.n_chars,
@@ -76,6 +80,7 @@ class TorchTagger:
             starts=tag_set.allowed_starts(),
             ends=tag_set.allowed_ends(),
             bigram_table_width=resources.bigrams.vector_width if resources.bigrams is not None else 0,
+            n_word_types=n_word_types,
         )
 
     def check_char_width(self, table: numpy.ndarray, component: str) -> None:
@@ -159,6 +164,7 @@ def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[Arg
         "word_vectors": tensor(batch.word_vectors),
         "bigram_vectors": tensor(batch.bigram_vectors),
         "bigram_missing": tensor(batch.bigram_missing),
+        "word_types": tensor(batch.word_types),
         "recompute": batch.recompute,
     }
     if batch.char_features is not None:

@@ -60,8 +60,10 @@ class SourceReport:
 class TextFields:
     """Where the text is in structured files.
 
-    json_field (str): Dotted path of the text in JSON records.
-    csv_column (str): Header of the text column in CSV files.
+    json_field (str): Dotted path of the text in JSON records; alternatives separated
+        by commas, the first a record has wins (corpora of several layouts in one run).
+    csv_column (str): Header of the text column in CSV files; comma-separated
+        alternatives, the first a file has wins.
     """
 
     json_field: str = "text"
@@ -160,10 +162,14 @@ def _read_json(raw: IO[bytes], where: str, path: str, report: SourceReport) -> I
         yield from _field_texts(record, path, f"{where}:[{index}]", where, report)
 
 
-def _field_texts(record: Any, path: str, origin: str, where: str, report: SourceReport) -> Iterator[Text]:
-    found = [value for value in _walk(record, path.split(".")) if isinstance(value, str)]
+def _field_texts(record: Any, paths: str, origin: str, where: str, report: SourceReport) -> Iterator[Text]:
+    found: List[str] = []
+    for path in paths.split(","):
+        found = [value for value in _walk(record, path.strip().split(".")) if isinstance(value, str)]
+        if found:
+            break
     if not found:
-        report.skip(origin, "record without the text field", repr(path))
+        report.skip(origin, "record without the text field", repr(paths))
     for value in found:
         if value.strip():
             report.documents[where] += 1
@@ -180,14 +186,15 @@ def _walk(value: Any, keys: List[str]) -> Iterator[Any]:
         yield from _walk(value[keys[0]], keys[1:])
 
 
-def _read_csv(raw: IO[bytes], where: str, column: str, report: SourceReport) -> Iterator[Text]:
+def _read_csv(raw: IO[bytes], where: str, columns: str, report: SourceReport) -> Iterator[Text]:
     text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline="")
     try:
         rows = csv.DictReader(text)
         if rows.fieldnames is None:
             return
-        if column not in rows.fieldnames:
-            report.skip(where, "CSV without the text column", f"{column!r}; columns: {', '.join(rows.fieldnames)}")
+        column = next((c.strip() for c in columns.split(",") if c.strip() in rows.fieldnames), None)
+        if column is None:
+            report.skip(where, "CSV without the text column", f"{columns!r}; columns: {', '.join(rows.fieldnames)}")
             return
         for row in rows:
             value = row.get(column) or ""

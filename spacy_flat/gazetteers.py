@@ -1,0 +1,151 @@
+"""Typed word lists (gazetteers): files of place names, people, companies or a
+user's brands, each word given a type that the lattice carries to the model.
+
+A gazetteer is read whole: such lists are small (THUOCL's largest is 45k words),
+and reading the decompressed bytes at once lets one reader take every line end
+(THUOCL's place names end lines with CR only) and name the line of bad UTF-8.
+"""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import gzip
+import io
+import lzma
+from pathlib import Path
+from typing import IO, Dict, List, Optional, Tuple, Union, cast
+
+from .errors import LexiconError
+from .lexicon import Lexicon
+from .readers import LoadReport
+
+PathLike = Union[str, Path]
+COMPRESSED = (".xz", ".gz", ".bz2")
+# CSV columns that hold the name (the administrative divisions' files), in order of preference.
+NAME_COLUMNS = ("name", "word", "text")
+
+
+def read_gazetteer(path: PathLike) -> Tuple[List[str], LoadReport]:
+    """Read the words of one list, xz-, gzip- or bz2-compressed or not.
+
+    Plain lists: the word is the first tab- or space-separated field of a line
+    (THUOCL's `word<TAB>count`, jieba's `word freq pos`). CSV: the first column
+    named `name`, `word` or `text`, else the first column.
+
+    path (PathLike): The file.
+    RETURNS (Tuple[List[str], LoadReport]): Words of two or more characters,
+        each once, in file order, and what was read and skipped.
+    """
+    path = Path(path)
+    report = LoadReport(str(path))
+    lines = _lines(path)
+    name = path.name[: -len(path.suffix)] if path.suffix in COMPRESSED else path.name
+    rows = _csv_words(lines, path) if name.endswith(".csv") else _plain_words(lines)
+    words: List[str] = []
+    seen = set()
+    for word in rows:
+        report.read += 1
+        if not word:
+            report.repair("blank lines")
+        elif len(word) < 2:
+            report.repair("single characters")
+        elif word in seen:
+            report.repair("duplicates")
+        else:
+            seen.add(word)
+            words.append(word)
+    report.kept = len(words)
+    report.log()
+    return words, report
+
+
+def read_typed_words(path: PathLike) -> Tuple[Dict[str, List[str]], LoadReport]:
+    """Read a list that gives each word its own types: `word<TAB>type[,type...]`.
+
+    RETURNS (Tuple[Dict[str, List[str]], LoadReport]): The words of each type.
+    """
+    path = Path(path)
+    report = LoadReport(str(path))
+    by_type: Dict[str, List[str]] = {}
+    for line_no, line in enumerate(_lines(path), 1):
+        if not line.strip():
+            report.repair("blank lines")
+            continue
+        fields = line.strip().split("\t")
+        if len(fields) != 2 or not fields[1].strip():
+            raise LexiconError(f"{path}:{line_no}: expected 'word<TAB>type[,type...]', got {line.strip()!r}")
+        report.read += 1
+        word = fields[0].strip()
+        if len(word) < 2:
+            report.repair("single characters")
+            continue
+        for type_name in fields[1].split(","):
+            if type_name.strip():
+                by_type.setdefault(type_name.strip(), []).append(word)
+        report.kept += 1
+    report.log()
+    return by_type, report
+
+
+def add_gazetteers(lexicon: Lexicon, gazetteers: Dict[str, str], typed_words: Optional[str] = None) -> None:
+    """Add typed words to `lexicon`: every word of each file gets the file's type.
+
+    gazetteers (Dict[str, str]): Type name to one path, or several separated by commas.
+    typed_words (Optional[str]): A list giving each word its types (`read_typed_words`).
+    """
+    for type_name, paths in gazetteers.items():
+        for path in (p.strip() for p in paths.split(",") if p.strip()):
+            words, _ = read_gazetteer(path)
+            lexicon.extend(words, types=(type_name,))
+    if typed_words is not None:
+        by_type, _ = read_typed_words(typed_words)
+        for type_name, words in by_type.items():
+            lexicon.extend(words, types=(type_name,))
+
+
+def _lines(path: Path) -> List[str]:
+    if not path.exists():
+        raise LexiconError(f"{path}: no such word list")
+    try:
+        with _open(path) as f:
+            data = f.read()
+    except (OSError, EOFError, lzma.LZMAError) as err:
+        raise LexiconError(f"{path}: damaged file ({err})") from None
+    lines = data.splitlines()  # \n, \r\n and a bare \r alike
+    out: List[str] = []
+    for line_no, raw in enumerate(lines, 1):
+        try:
+            out.append(raw.decode("utf-8-sig" if line_no == 1 else "utf8"))
+        except UnicodeDecodeError as err:
+            raise LexiconError(f"{path}:{line_no}: not valid UTF-8 ({err.reason})") from None
+    return out
+
+
+def _open(path: Path) -> IO[bytes]:
+    suffix = path.suffix.lower()
+    if suffix == ".xz":
+        return cast(IO[bytes], lzma.open(path, "rb"))
+    if suffix == ".gz":
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    if suffix == ".bz2":
+        return cast(IO[bytes], bz2.open(path, "rb"))
+    return path.open("rb")
+
+
+def _plain_words(lines: List[str]) -> List[str]:
+    return [line.split()[0] if line.split() else "" for line in lines]
+
+
+def _csv_words(lines: List[str], path: Path) -> List[str]:
+    reader = csv.reader(io.StringIO("\n".join(lines)))
+    header = next(reader, None)
+    if header is None:
+        raise LexiconError(f"{path}: empty CSV")
+    column = next((header.index(c) for c in NAME_COLUMNS if c in header), 0)
+    words = []
+    for line_no, row in enumerate(reader, 2):
+        if len(row) <= column:
+            raise LexiconError(f"{path}:{line_no}: expected column {header[column]!r}, got {row!r}")
+        words.append(row[column].strip())
+    return words
