@@ -61,7 +61,7 @@ LEXICONS = {
 
 
 # Pretrained inputs, combined by --inputs (issue #16). Tables of `pretrain-vectors`
-# are read from --pretrained (default training/pretrain/full); all at unit length.
+# are read from --pretrained (default training/pretrain/full); unit length unless --raw (characters: always).
 GAZETTEERS = {
     "place": ",".join(
         str(ROOT.parent / "shared/lexicons" / name)
@@ -92,8 +92,14 @@ GAZETTEERS = {
 INPUTS = ("wiki-words", "own-words", "jieba-words", "own-chars", "own-bigrams", "gazetteers")
 
 
-def input_overrides(inputs: List[str], pretrained: Path) -> dict:
-    """Config overrides for a combination of pretrained inputs (empty: the embedded defaults)."""
+def input_overrides(inputs: List[str], pretrained: Path, unit: bool = True) -> dict:
+    """Config overrides for a combination of pretrained inputs (empty: the embedded defaults).
+
+    unit (bool): The word and bigram tables at unit length (as msra.cfg has its
+        words); False keeps them raw (on Weibo unit-length word vectors cost 2.2
+        test F1, BENCHMARKS.md). The character table is at unit length either way
+        (on Weibo that alone is within the seeds' spread, and on MSRA +3.3).
+    """
     if not inputs:
         return {}
     lexicon: dict = {"@misc": "spacy-flat.jieba_lexicon.v1"}
@@ -102,7 +108,7 @@ def input_overrides(inputs: List[str], pretrained: Path) -> dict:
         lexicon = {
             "@misc": "spacy-flat.word2vec_lexicon.v1",
             "path": path if "wiki-words" in inputs else str(pretrained / "words.vec"),
-            "normalize": True,
+            "normalize": unit,
             "jieba_words": "jieba-words" in inputs,
         }
         if "wiki-words" in inputs and "own-words" in inputs:
@@ -126,7 +132,7 @@ def input_overrides(inputs: List[str], pretrained: Path) -> dict:
         out["initialize.components.flat_ner.bigram_vectors"] = {
             "@misc": "spacy-flat.word2vec_bigram_vectors.v1",
             "path": str(pretrained / "bigrams.vec"),
-            "normalize": True,
+            "normalize": unit,
         }
         out["components.flat_ner.model.bigram_vectors"] = True
     return out
@@ -196,6 +202,7 @@ def main() -> None:
         "--normalize", action="store_true", help="unit-length pretrained vectors (characters and lexicon words)"
     )
     parser.add_argument("--inputs", nargs="+", choices=INPUTS, default=[], help="pretrained inputs (issue #16)")
+    parser.add_argument("--raw", action="store_true", help="with --inputs: word and bigram tables raw, not unit length")
     parser.add_argument(
         "--pretrained", type=Path, default=ROOT / "training/pretrain/full", help="pretrain-vectors output"
     )
@@ -223,14 +230,14 @@ def main() -> None:
         label += ", best test F1 over evaluations (not a valid selection)" if args.select_on_test else ""
         label += "".join(f", {k.rsplit('.', 1)[-1]}={v}" for k, v in settings.items())
         if args.inputs:
-            label = f"flat_ner, {' + '.join(args.inputs)} (unit length)"
+            label = f"flat_ner, {' + '.join(args.inputs)} ({'raw' if args.raw else 'unit-length'} words and bigrams)"
         extra = {
             # The config's schedule is for its own max_epochs; a shorter run decays to zero at its own end.
             **schedule_for(config, data["train"], args.epochs),
             **ABLATIONS.get(args.ablation or "", {}),
             **LEXICONS.get(args.lexicon or "", {}),
             **(normalized(args.lexicon) if args.normalize else {}),
-            **input_overrides(args.inputs, args.pretrained),
+            **input_overrides(args.inputs, args.pretrained, unit=not args.raw),
             **{k: json.loads(v) for k, v in settings.items()},
         }
         if not args.peer_only:

@@ -158,3 +158,22 @@ def test_a_json_document_that_is_an_object(tmp_path):
     path.write_text(json.dumps({"items": [{"body": "张伟在北京。"}, {"body": "李娜在上海。"}]}), encoding="utf8")
     texts, _ = read([path], json_field="items.body")
     assert [t for t, _ in texts] == ["张伟在北京。", "李娜在上海。"]
+
+
+@needs_shared
+def test_one_run_reads_corpora_of_several_layouts_with_alternative_fields(tmp_path):
+    news = tmp_path / "xwlb.jsonl"
+    news.write_bytes(head(CORPORA / "xwlb_2017-01-01_2021-12-31.jsonl.xz", 2))
+    posts = tmp_path / "weibo.json.xz"
+    posts.write_bytes((CORPORA / "smp2020-ewect_virus_eval_labeled.json.xz").read_bytes())
+    reviews = tmp_path / "reviews.csv"
+    reviews.write_text("label,review\n1,很好吃\n", encoding="utf8")
+    other = tmp_path / "other.csv"
+    other.write_text("id,text\n1,送得很快\n", encoding="utf8")
+    fields = {"json_field": "videoList.video_detail.content, content", "csv_column": "review,text"}
+    _, report = read([news, posts, reviews, other], **fields)
+    assert report.documents[str(posts)] == 2000 and report.documents[str(news)] > 10
+    assert report.documents[str(reviews)] == 1 and report.documents[str(other)] == 1
+    assert not report.skipped
+    _, report = read([other], csv_column="review,body")
+    assert report.skipped["CSV without the text column"] == 1

@@ -1,11 +1,14 @@
 """The spaCy project end to end on a slice of Resume, with one-step training."""
 
+import itertools
 import json
+import lzma
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
-from typing import List
+from typing import List, Tuple, Union
 
 import pytest
 import srsly
@@ -20,7 +23,7 @@ def head_sentences(src: Path, dest: Path, n: int) -> None:
     dest.write_text("\n\n".join(blocks).strip() + "\n", encoding="utf8")
 
 
-def run_workflow(project: Path, workflow: str, sliced: str, overrides: List[str]) -> None:
+def run_workflow(project: Path, workflow: str, sliced: Union[str, Tuple[str, ...]], overrides: List[str]) -> None:
     """Run `workflow` in `project`, whose assets under `sliced` are slices of the real
     files: the project declares their checksums, since convert verifies them."""
     config = srsly.read_yaml(project / "project.yml")
@@ -78,6 +81,47 @@ def test_project_news_on_a_slice(tmp_path: Path):
     assert _wheel_requires_flat(wheel)
     cfg = json.loads((project / "training" / "news" / "model-best" / "flat_ner" / "cfg.json").read_text())
     assert cfg["boundaries"] and not cfg["boundaries"]["sentence_end_inside"]
+
+
+def _corpus_slice(src: Path, dest: Path, lines: int) -> None:
+    """The first lines of a corpus file, in its own format (xz, or a zip's first member)."""
+    if src.suffix == ".zip":
+        with zipfile.ZipFile(src) as source, zipfile.ZipFile(dest, "w") as target:
+            name = source.namelist()[0]
+            target.writestr(name, b"".join(source.open(name).readlines()[:lines]))
+        return
+    with lzma.open(src, "rb") as f:
+        dest.write_bytes(lzma.compress(b"".join(itertools.islice(f, lines))))
+
+
+@needs_shared
+def test_project_pretrained_on_a_slice(tmp_path: Path):
+    """Pretrained inputs end to end: convert Weibo, pretrain-vectors on slices of
+    every raw corpus (leaving out Weibo's dev and test), train two steps with
+    the wiki vectors, our bigram table and the typed word lists, evaluate."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "project.yml", project)
+    shutil.copytree(ROOT / "configs", project / "configs")
+    (project / "assets" / "weibo").mkdir(parents=True)
+    for split in ("train", "dev", "test"):
+        name = f"weiboNER_2nd_conll.{split}"
+        head_sentences(SHARED / "data" / "weibo" / name, project / "assets" / "weibo" / name, 20)
+    (project / "assets" / "corpora").mkdir()
+    for src in sorted((SHARED / "corpora").iterdir()):
+        # The news JSON lines are one day a line; the others one post or review a line.
+        _corpus_slice(src, project / "assets" / "corpora" / src.name, 3 if "jsonl" in src.name else 400)
+    (project / "assets" / "lexicons").symlink_to(SHARED / "lexicons")
+    (project / "assets" / "vectors").mkdir()
+    (project / "assets" / "vectors" / "words.vector").symlink_to(SHARED / "vectors/synonyms-wiki-w2v-100d/words.vector")
+    overrides = ["--vars.dataset=weibo", "--vars.max_steps=2"]
+    run_workflow(project, "pretrained", ("assets/weibo/", "assets/corpora/"), overrides)
+    report = json.loads((project / "training" / "pretrained" / "weibo" / "report.json").read_text(encoding="utf8"))
+    assert report["stages"]["bigrams"]["rows"] > 1000
+    assert report["stages"]["sentences"]["held_back_sentences"] > 0
+    assert json.loads((project / "metrics" / "weibo-pretrained" / "scores.json").read_text(encoding="utf8"))
+    cfg = json.loads((project / "training" / "weibo-pretrained" / "model-best" / "flat_ner" / "cfg.json").read_text())
+    assert cfg["word_types"][:2] == ["place", "person"]
 
 
 def _wheel_requires_flat(wheel: Path) -> bool:

@@ -35,6 +35,9 @@ SCHEDULED = {
     "weibo.cfg": ("weibo/weiboNER_2nd_conll.train", 0),
     "msra.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
     "msra_news.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
+    "resume_pretrained.cfg": ("resume/train.char.bmes", 0),
+    "weibo_pretrained.cfg": ("weibo/weiboNER_2nd_conll.train", 0),
+    "msra_pretrained.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
 }
 
 
