@@ -49,11 +49,13 @@ setup(
         "spacy_architectures": [
             "spacy-flat.FlatTagger.v1 = spacy_flat.architectures:build_flat_tagger",
             "spacy-flat.FlatTransformerTagger.v1 = spacy_flat.architectures:build_flat_transformer_tagger",
+            "spacy-flat.TenerTagger.v1 = spacy_flat.architectures:build_tener_tagger",
         ],
         "spacy_misc": [
             "spacy-flat.jieba_lexicon.v1 = spacy_flat.loaders:create_jieba_lexicon",
             "spacy-flat.word2vec_lexicon.v1 = spacy_flat.loaders:create_word2vec_lexicon",
             "spacy-flat.word_list_lexicon.v1 = spacy_flat.loaders:create_word_list_lexicon",
+            "spacy-flat.no_lexicon.v1 = spacy_flat.loaders:create_no_lexicon",
             "spacy-flat.lac_char_vectors.v1 = spacy_flat.loaders:create_lac_char_vectors",
             "spacy-flat.word2vec_char_vectors.v1 = spacy_flat.loaders:create_word2vec_char_vectors",
             "spacy-flat.word2vec_bigram_vectors.v1 = spacy_flat.loaders:create_word2vec_bigram_vectors",

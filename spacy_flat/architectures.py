@@ -13,7 +13,7 @@ from .layers.featurizer import flat_featurizer
 from .layers.groups import flat_model
 from .layers.torch_tagger import torch_tagger
 from .layers.transformer_features import flat_transformer_model
-from .settings import TRANSFORMER_ONLY, FlatSettings, settings_signature
+from .settings import LATTICE_ONLY, TRANSFORMER_ONLY, FlatSettings, settings_signature
 from .windows import Segment
 
 _TOK2VEC = inspect.Parameter(
@@ -33,7 +33,7 @@ def build_flat_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
 
 
 @registry.architectures("spacy-flat.FlatTransformerTagger.v1")
-@settings_signature(_TOK2VEC, learn_rate_scale=5.0)
+@settings_signature(_TOK2VEC, exclude=("encoder",), learn_rate_scale=5.0)
 def build_flat_transformer_tagger(
     tok2vec: Model[List[Doc], List[Floats2d]], **settings: Any
 ) -> Model[List[Segment], Floats3d]:
@@ -49,6 +49,21 @@ def build_flat_transformer_tagger(
         learning rate as a multiple of the transformer's.
     """
     return build_flat(FlatSettings(**settings), tok2vec)
+
+
+@registry.architectures("spacy-flat.TenerTagger.v1")
+@settings_signature(exclude=TRANSFORMER_ONLY + LATTICE_ONLY, scaled=False)
+def build_tener_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
+    """Build TENER (Yan et al. 2019): characters (and bigrams) only, no lattice
+    words, encoded by layers with direction- and distance-aware relative
+    positions and un-scaled attention; the same embeddings, CRF, windows and
+    saving as FLAT.
+
+    settings: The `FlatSettings` fields but the lattice's; `scaled = true` is the
+        paper's ablation with scaled attention.
+    RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
+    """
+    return build_flat(FlatSettings(**settings, max_words=0, encoder="tener"))
 
 
 def build_flat(

@@ -1,8 +1,8 @@
-"""The FLAT encoder and tagger as plain PyTorch modules (no spaCy, no thinc)."""
+"""The tagger as a plain PyTorch module (no spaCy, no thinc): embeddings, a stack of
+FLAT (or TENER) layers, emission scores and a CRF."""
 
 from __future__ import annotations
 
-import math
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -11,82 +11,10 @@ from torch.utils.checkpoint import checkpoint
 
 from .crf import ConstrainedCRF
 from .embeddings import HashEmbedding, TypeEmbedding
+from .flat_layer import FlatLayer
 from .position import PositionFusion, RelativePositions, relative_positions
-from .position_scores import position_scores
 from .settings import FlatSettings
-
-
-class FlatAttention(nn.Module):
-    """Multi-head self-attention with FLAT's relative span positions (eq. 11):
-
-    A_ij = (q_i + u) . k_j + (q_i + v) . (R_ij W_kR)
-
-    The position term is scored against the distinct triples only and then
-    gathered per pair, in row chunks (`position_scores`), so no (n x n x d)
-    tensor is ever built.
-    """
-
-    def __init__(self, width: int, n_heads: int, *, dropout: float = 0.0, scaled: bool = True) -> None:
-        super().__init__()
-        if width % n_heads:
-            raise ValueError(f"d_model {width} is not divisible by {n_heads} heads")
-        self.n_heads = n_heads
-        self.head_width = width // n_heads
-        self.scale = 1.0 / math.sqrt(self.head_width) if scaled else 1.0
-        self.w_q = nn.Linear(width, width)
-        self.w_k = nn.Linear(width, width)
-        self.w_v = nn.Linear(width, width)
-        self.w_kr = nn.Linear(width, width, bias=False)
-        self.u = nn.Parameter(torch.zeros(n_heads, self.head_width))
-        self.v = nn.Parameter(torch.zeros(n_heads, self.head_width))
-        self.w_o = nn.Linear(width, width)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions, attend: torch.Tensor) -> torch.Tensor:
-        """x (B, n, d); rel (n_triples, d) fused positions; attend (B, n, n) bool."""
-        batch, n, width = x.shape
-        heads, hw = self.n_heads, self.head_width
-        q = self.w_q(x).view(batch, n, heads, hw).transpose(1, 2)  # B H n hw
-        k = self.w_k(x).view(batch, n, heads, hw).transpose(1, 2)
-        val = self.w_v(x).view(batch, n, heads, hw).transpose(1, 2)
-        rk = self.w_kr(rel).view(-1, heads, hw).permute(1, 2, 0)  # H hw U
-        # The scale is folded into the queries, and the sum and mask are done in
-        # place on fresh tensors: each saves an attention-sized copy.
-        scores = torch.matmul((q + self.u[None, :, None, :]) * self.scale, k.transpose(-1, -2))
-        scores += position_scores((q + self.v[None, :, None, :]) * self.scale, rk, pos)
-        scores.masked_fill_(~attend[:, None], torch.finfo(scores.dtype).min)
-        probs = torch.softmax(scores, dim=-1)
-        if self.dropout.p > 0:
-            probs = self.dropout(probs)
-        out = torch.matmul(probs, val).transpose(1, 2).reshape(batch, n, width)
-        return self.w_o(out)
-
-
-class FlatLayer(nn.Module):
-    """Attention and feed-forward sublayers, each with residual and layer norm."""
-
-    def __init__(
-        self,
-        width: int,
-        n_heads: int,
-        ffn_width: int,
-        *,
-        dropout: float,
-        attention_dropout: float,
-        scaled: bool,
-    ) -> None:
-        super().__init__()
-        self.attention = FlatAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
-        self.norm1 = nn.LayerNorm(width)
-        self.ffn = nn.Sequential(
-            nn.Linear(width, ffn_width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn_width, width)
-        )
-        self.norm2 = nn.LayerNorm(width)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions, attend: torch.Tensor) -> torch.Tensor:
-        x = self.norm1(x + self.dropout(self.attention(x, rel, pos, attend)))
-        return self.norm2(x + self.dropout(self.ffn(x)))
+from .tener import TenerLayer
 
 
 class FlatTagger(nn.Module):
@@ -123,9 +51,12 @@ class FlatTagger(nn.Module):
         self.char_proj = nn.Linear(max(1, self._char_input_width()), s.width)
         self.word_proj = nn.Linear(s.word_width, s.width)
         self.embed_dropout = nn.Dropout(s.embed_dropout)
-        self.position = PositionFusion(s.width, head_only=s.head_only)
+        # TENER: characters only, its own relative positions, no lattice position term.
+        self.tener = s.encoder == "tener"
+        self.position = None if self.tener else PositionFusion(s.width, head_only=s.head_only)
+        layer = TenerLayer if self.tener else FlatLayer
         self.layers = nn.ModuleList(
-            FlatLayer(
+            layer(
                 s.width,
                 s.n_heads,
                 s.ffn_width,
@@ -253,30 +184,36 @@ class FlatTagger(nn.Module):
         words = self.word_proj(self.embed_dropout(words))
         x = chars.new_zeros(batch * n, self.width)
         x = x.index_copy(0, char_index, chars).index_copy(0, word_index, words).view(batch, n, self.width)
-        pos = relative_positions(heads, tails, token_mask)
-        attend = self._attention_mask(heads, tails, token_mask, pos)
-        rel = self.position(pos)
+        inputs = self._layer_inputs(heads, tails, token_mask)
         for layer in self.layers:
             if recompute and torch.is_grad_enabled():
-                x = checkpoint(layer, x, rel, pos, attend, use_reentrant=False)
+                x = checkpoint(layer, x, *inputs, use_reentrant=False)
             else:
-                x = layer(x, rel, pos, attend)
+                x = layer(x, *inputs)
         n_chars = char_mask.shape[1]
         # Only characters go to the output layer; they open every row.
         out = self.output(self.output_dropout(x[:, :n_chars]))
         return out
 
+    def _layer_inputs(self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor) -> tuple:
+        """What each layer reads besides x: FLAT's fused positions, the distinct
+        triples and the mask; TENER's mask alone (its positions are fixed)."""
+        if self.position is None:
+            return (self._attention_mask(heads, tails, token_mask, None),)
+        pos = relative_positions(heads, tails, token_mask)
+        return self.position(pos), pos, self._attention_mask(heads, tails, token_mask, pos)
+
     def _attention_mask(
-        self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor, pos: RelativePositions
+        self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor, pos: Optional[RelativePositions]
     ) -> torch.Tensor:
         attend = token_mask[:, None, :] & token_mask[:, :, None]
-        if self.mask_self_matched:
+        if pos is not None and self.mask_self_matched:
             # FLAT_msm: a character may not see the words that contain it.
             is_char = (pos.lengths == 0) & token_mask
             is_word = (pos.lengths > 0) & token_mask
             inside = (heads[:, None, :] <= heads[:, :, None]) & (heads[:, :, None] <= tails[:, None, :])
             attend = attend & ~(is_char[:, :, None] & is_word[:, None, :] & inside)
-        if self.max_distance >= 0:
+        if pos is not None and self.max_distance >= 0:
             # FLAT_mld: no attention between spans whose heads are further apart.
             far = (heads[:, :, None] - heads[:, None, :]).abs() > self.max_distance
             attend = attend & ~far

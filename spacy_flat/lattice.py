@@ -42,7 +42,8 @@ def build_lattice(text: str, lexicon: Lexicon, *, max_words: int = -1) -> Lattic
     RETURNS (Lattice): The lattice.
     """
     n = len(text)
-    matches = lexicon.matches(text)
+    # max_words = 0 (TENER): no lattice words, and no matching to find them.
+    matches = lexicon.matches(text) if max_words != 0 else []
     if 0 <= max_words < len(matches):
         # Long words are rare and cover few useful entities, so drop them first.
         matches = sorted(matches, key=lambda m: (m[1] - m[0], m[0]))[:max_words]

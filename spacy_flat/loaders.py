@@ -35,6 +35,13 @@ def create_jieba_lexicon(
     return load
 
 
+@registry.misc("spacy-flat.no_lexicon.v1")
+def create_no_lexicon() -> Callable[[], Lexicon]:
+    """An empty lexicon, for an architecture that reads no lattice words
+    (`spacy-flat.TenerTagger.v1`): nothing to load, match or save."""
+    return Lexicon
+
+
 def _typed(lexicon: Lexicon, gazetteers: Optional[Dict[str, str]], typed_words: Optional[str]) -> Lexicon:
     if gazetteers or typed_words:
         add_gazetteers(lexicon, gazetteers or {}, typed_words)

@@ -14,6 +14,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, TypeVar, cast
 
+ENCODERS = ("flat", "tener")
+
 
 @dataclass(frozen=True)
 class FlatSettings:
@@ -42,6 +44,8 @@ class FlatSettings:
         transformer features may go without.
     learn_rate_scale (float): The torch module's learning rate as a multiple of
         the optimizer's (FLAT+BERT trains FLAT faster than the transformer).
+    encoder (str): "flat" (the lattice of characters and words) or "tener"
+        (characters only, TENER's layers); set by the registered builder.
     """
 
     width: int = 160
@@ -67,8 +71,11 @@ class FlatSettings:
     grad_scaler_config: Optional[Dict[str, Any]] = None
     use_char_embeddings: bool = True
     learn_rate_scale: float = 1.0
+    encoder: str = "flat"
 
     def __post_init__(self) -> None:
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
         if self.width % self.n_heads:
             raise ValueError(f"width {self.width} is not divisible by {self.n_heads} heads")
         if (self.grad_scaler_config or {}).get("enabled"):
@@ -77,8 +84,10 @@ class FlatSettings:
             raise ValueError("grad_scaler_config enabled = true is not supported yet: leave grad scaling off")
 
 
-# The settings only a model with transformer features takes.
-TRANSFORMER_ONLY = ("use_char_embeddings", "learn_rate_scale")
+# The settings only a model with transformer features takes, and the one each builder sets.
+TRANSFORMER_ONLY = ("use_char_embeddings", "learn_rate_scale", "encoder")
+# Settings of FLAT's lattice, which TENER (characters only) does not have.
+LATTICE_ONLY = ("word_width", "word_rows", "max_words", "mask_self_matched", "max_distance", "head_only")
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from spacy_flat import position_scores as position_scores_module
-from spacy_flat.encoder import FlatAttention, FlatTagger
+from spacy_flat.encoder import FlatTagger
+from spacy_flat.flat_layer import FlatAttention
 from spacy_flat.position import PositionFusion, relative_positions, sinusoid
 from spacy_flat.position_scores import position_scores
 from spacy_flat.settings import FlatSettings

@@ -6,18 +6,24 @@ import inspect
 import pytest
 import spacy
 
-from spacy_flat.architectures import build_flat_tagger, build_flat_transformer_tagger
+from spacy_flat.architectures import build_flat_tagger, build_flat_transformer_tagger, build_tener_tagger
 from spacy_flat.settings import FlatSettings, settings_signature
 
 
 def test_builder_signatures_are_the_settings():
     plain = inspect.signature(build_flat_tagger).parameters
     assert list(plain) == [
-        name for name in FlatSettings.__dataclass_fields__ if name not in ("use_char_embeddings", "learn_rate_scale")
+        name
+        for name in FlatSettings.__dataclass_fields__
+        if name not in ("use_char_embeddings", "learn_rate_scale", "encoder")
     ]
     transformer = inspect.signature(build_flat_transformer_tagger).parameters
     assert list(transformer)[:3] == ["tok2vec", "width", "n_heads"]
     assert transformer["learn_rate_scale"].default == 5.0 and plain["width"].default == 160
+    assert "encoder" not in transformer
+    tener = inspect.signature(build_tener_tagger).parameters
+    assert not {"word_rows", "max_words", "mask_self_matched", "encoder"} & set(tener)
+    assert tener["scaled"].default is False and plain["scaled"].default is True
 
 
 def test_defaults_of_the_signature_apply_when_called_from_python():
@@ -33,6 +39,8 @@ def test_a_misspelt_override_and_bad_settings_are_refused():
         settings_signature(learn_rate_scal=5.0)
     with pytest.raises(ValueError, match="divisible"):
         FlatSettings(width=30, n_heads=4)
+    with pytest.raises(ValueError, match="encoder must be one of"):
+        FlatSettings(encoder="lstm")
     with pytest.raises(ValueError, match="grad_scaler_config"):
         FlatSettings(grad_scaler_config={"enabled": True})
 

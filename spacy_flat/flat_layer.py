@@ -1,0 +1,85 @@
+"""FLAT's encoder layer as plain PyTorch: self-attention over the flat lattice
+with relative span positions (Li et al. 2020, eq. 11), and its feed-forward sublayer."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from .position import RelativePositions
+from .position_scores import position_scores
+
+
+class FlatAttention(nn.Module):
+    """Multi-head self-attention with FLAT's relative span positions (eq. 11):
+
+    A_ij = (q_i + u) . k_j + (q_i + v) . (R_ij W_kR)
+
+    The position term is scored against the distinct triples only and then
+    gathered per pair, in row chunks (`position_scores`), so no (n x n x d)
+    tensor is ever built.
+    """
+
+    def __init__(self, width: int, n_heads: int, *, dropout: float = 0.0, scaled: bool = True) -> None:
+        super().__init__()
+        if width % n_heads:
+            raise ValueError(f"d_model {width} is not divisible by {n_heads} heads")
+        self.n_heads = n_heads
+        self.head_width = width // n_heads
+        self.scale = 1.0 / math.sqrt(self.head_width) if scaled else 1.0
+        self.w_q = nn.Linear(width, width)
+        self.w_k = nn.Linear(width, width)
+        self.w_v = nn.Linear(width, width)
+        self.w_kr = nn.Linear(width, width, bias=False)
+        self.u = nn.Parameter(torch.zeros(n_heads, self.head_width))
+        self.v = nn.Parameter(torch.zeros(n_heads, self.head_width))
+        self.w_o = nn.Linear(width, width)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions, attend: torch.Tensor) -> torch.Tensor:
+        """x (B, n, d); rel (n_triples, d) fused positions; attend (B, n, n) bool."""
+        batch, n, width = x.shape
+        heads, hw = self.n_heads, self.head_width
+        q = self.w_q(x).view(batch, n, heads, hw).transpose(1, 2)  # B H n hw
+        k = self.w_k(x).view(batch, n, heads, hw).transpose(1, 2)
+        val = self.w_v(x).view(batch, n, heads, hw).transpose(1, 2)
+        rk = self.w_kr(rel).view(-1, heads, hw).permute(1, 2, 0)  # H hw U
+        # The scale is folded into the queries, and the sum and mask are done in
+        # place on fresh tensors: each saves an attention-sized copy.
+        scores = torch.matmul((q + self.u[None, :, None, :]) * self.scale, k.transpose(-1, -2))
+        scores += position_scores((q + self.v[None, :, None, :]) * self.scale, rk, pos)
+        scores.masked_fill_(~attend[:, None], torch.finfo(scores.dtype).min)
+        probs = torch.softmax(scores, dim=-1)
+        if self.dropout.p > 0:
+            probs = self.dropout(probs)
+        out = torch.matmul(probs, val).transpose(1, 2).reshape(batch, n, width)
+        return self.w_o(out)
+
+
+class FlatLayer(nn.Module):
+    """Attention and feed-forward sublayers, each with residual and layer norm."""
+
+    def __init__(
+        self,
+        width: int,
+        n_heads: int,
+        ffn_width: int,
+        *,
+        dropout: float,
+        attention_dropout: float,
+        scaled: bool,
+    ) -> None:
+        super().__init__()
+        self.attention = FlatAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
+        self.norm1 = nn.LayerNorm(width)
+        self.ffn = nn.Sequential(
+            nn.Linear(width, ffn_width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn_width, width)
+        )
+        self.norm2 = nn.LayerNorm(width)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions, attend: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.dropout(self.attention(x, rel, pos, attend)))
+        return self.norm2(x + self.dropout(self.ffn(x)))

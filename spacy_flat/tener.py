@@ -1,0 +1,90 @@
+"""TENER's encoder layer (Yan et al. 2019) as plain PyTorch: self-attention over
+characters with direction- and distance-aware relative positions, un-scaled.
+
+    Q, K, V = H W_q, H_{d_k}, H W_v                                  (eq. 16)
+    R_{t-j} = [... sin((t-j) / 10000^{2i/d_k}), cos((t-j) / 10000^{2i/d_k}) ...]   (eq. 17)
+    A_tj = Q_t K_j + Q_t R_{t-j} + u K_j + v R_{t-j}                 (eq. 18)
+    Attn = softmax(A) V                                               (eq. 19)
+
+Keys are the input's own head partitions (no W_k), R is fixed (no W_R) and the
+heads are joined without W_o, as in the paper: fewer parameters for small NER
+data. sin(-x) = -sin(x), so R tells a left neighbour from a right one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def relative_sinusoids(n: int, head_width: int, device: torch.device) -> torch.Tensor:
+    """R_k for k = -(n-1) … n-1, interleaved sin and cos (eq. 17).
+
+    RETURNS (torch.Tensor): (2n - 1, head_width); row k + n - 1 is R_k.
+    """
+    if head_width % 2:
+        raise ValueError(f"TENER's positions need an even head width, got {head_width}")
+    distances = torch.arange(-(n - 1), n, device=device, dtype=torch.float32)
+    rates = torch.exp(
+        torch.arange(0, head_width, 2, device=device, dtype=torch.float32) * (-math.log(10000.0) / head_width)
+    )
+    angles = distances[:, None] * rates[None, :]
+    return torch.stack([torch.sin(angles), torch.cos(angles)], dim=-1).reshape(2 * n - 1, head_width)
+
+
+class TenerAttention(nn.Module):
+    """Multi-head self-attention of eq. 16–19. `scaled` divides the scores by
+    sqrt(d_k) (the paper's ablation; TENER itself is un-scaled)."""
+
+    def __init__(self, width: int, n_heads: int, *, dropout: float = 0.0, scaled: bool = False) -> None:
+        super().__init__()
+        if width % n_heads:
+            raise ValueError(f"d_model {width} is not divisible by {n_heads} heads")
+        self.n_heads = n_heads
+        self.head_width = width // n_heads
+        self.scale = 1.0 / math.sqrt(self.head_width) if scaled else 1.0
+        self.w_q = nn.Linear(width, width)
+        self.w_v = nn.Linear(width, width)
+        self.u = nn.Parameter(torch.zeros(n_heads, self.head_width))
+        self.v = nn.Parameter(torch.zeros(n_heads, self.head_width))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
+        """x (B, n, d); attend (B, n, n) bool → (B, n, d)."""
+        batch, n, width = x.shape
+        heads, hw = self.n_heads, self.head_width
+        q = self.w_q(x).view(batch, n, heads, hw).transpose(1, 2)  # B H n hw
+        k = x.view(batch, n, heads, hw).transpose(1, 2)
+        val = self.w_v(x).view(batch, n, heads, hw).transpose(1, 2)
+        rel = relative_sinusoids(n, hw, x.device).to(x.dtype)  # (2n-1) hw
+        content = torch.matmul(q + self.u[None, :, None, :], k.transpose(-1, -2))
+        # Score each query against every distance once, then pick R_{t-j} per pair.
+        by_distance = torch.matmul(q + self.v[None, :, None, :], rel.t())  # B H n (2n-1)
+        positions = torch.arange(n, device=x.device)
+        index = (positions[:, None] - positions[None, :] + n - 1).expand(batch, heads, n, n)
+        scores = (content + torch.gather(by_distance, -1, index)) * self.scale
+        scores = scores.masked_fill(~attend[:, None], torch.finfo(scores.dtype).min)
+        probs = self.dropout(torch.softmax(scores, dim=-1))
+        return torch.matmul(probs, val).transpose(1, 2).reshape(batch, n, width)
+
+
+class TenerLayer(nn.Module):
+    """TENER attention and a feed-forward sublayer, each with residual and layer norm."""
+
+    def __init__(
+        self, width: int, n_heads: int, ffn_width: int, *, dropout: float, attention_dropout: float, scaled: bool
+    ) -> None:
+        super().__init__()
+        self.attention = TenerAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
+        self.norm1 = nn.LayerNorm(width)
+        self.ffn = nn.Sequential(
+            nn.Linear(width, ffn_width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn_width, width)
+        )
+        self.norm2 = nn.LayerNorm(width)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.dropout(self.attention(x, attend)))
+        return self.norm2(x + self.dropout(self.ffn(x)))
