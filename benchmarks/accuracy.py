@@ -13,6 +13,7 @@ initialization; mean and spread are reported.
     python benchmarks/accuracy.py msra --epochs 1 --peer-only --peer-set training.eval_frequency=1000
     python benchmarks/accuracy.py weibo --lexicon w2v --select-on-test  # the original code's figure, see below
     python benchmarks/accuracy.py weibo --inputs wiki-words own-bigrams gazetteers  # pretrained tables, see INPUTS
+    python benchmarks/accuracy.py resume --config resume_tener.cfg    # TENER instead of FLAT
 
 --select-on-test trains with the test set in the dev set's place, so the model kept
 is the one with the best test F1 of all evaluations. That is not a valid selection:
@@ -202,6 +203,9 @@ def main() -> None:
         "--normalize", action="store_true", help="unit-length pretrained vectors (characters and lexicon words)"
     )
     parser.add_argument("--inputs", nargs="+", choices=INPUTS, default=[], help="pretrained inputs (issue #16)")
+    parser.add_argument(
+        "--config", default=None, help="a config under configs/ (default: DATASET.cfg), e.g. resume_tener.cfg"
+    )
     parser.add_argument("--raw", action="store_true", help="with --inputs: word and bigram tables raw, not unit length")
     parser.add_argument(
         "--pretrained", type=Path, default=ROOT / "training/pretrain/full", help="pretrain-vectors output"
@@ -218,7 +222,7 @@ def main() -> None:
     data = splits(args.dataset)
     if args.select_on_test:
         data["dev"] = data["test"]
-    config = ROOT / "configs" / f"{args.dataset}.cfg"
+    config = ROOT / "configs" / (args.config or f"{args.dataset}.cfg")
     if not config.exists():
         config = ROOT / "configs" / "resume.cfg"
     rows: List[List[str]] = []
@@ -231,6 +235,8 @@ def main() -> None:
         label += "".join(f", {k.rsplit('.', 1)[-1]}={v}" for k, v in settings.items())
         if args.inputs:
             label = f"flat_ner, {' + '.join(args.inputs)} ({'raw' if args.raw else 'unit-length'} words and bigrams)"
+        if args.config:
+            label = f"{label}, configs/{args.config}"
         extra = {
             # The config's schedule is for its own max_epochs; a shorter run decays to zero at its own end.
             **schedule_for(config, data["train"], args.epochs),

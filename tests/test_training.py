@@ -38,6 +38,9 @@ SCHEDULED = {
     "resume_pretrained.cfg": ("resume/train.char.bmes", 0),
     "weibo_pretrained.cfg": ("weibo/weiboNER_2nd_conll.train", 0),
     "msra_pretrained.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
+    "resume_tener.cfg": ("resume/train.char.bmes", 0),
+    "weibo_tener.cfg": ("weibo/weiboNER_2nd_conll.train", 0),
+    "msra_tener.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
 }
 
 
