@@ -191,3 +191,55 @@ class ConstrainedCRF(CRF):
             tags.reverse()
             paths.append(tags)
         return paths
+
+    def run_probabilities(
+        self,
+        emissions: torch.Tensor,
+        mask: torch.Tensor,
+        runs: Sequence[Sequence[Tuple[int, Sequence[int]]]],
+        temperature: float = 1.0,
+    ) -> List[List[float]]:
+        """The probability of each given tag run under the CRF: the marginal that
+        the characters from `start` on take exactly those tags (an entity's
+        B…L or U run), by the forward-backward algorithm in float64 NumPy.
+
+        emissions (torch.Tensor): (batch, length, n_tags) scores.
+        mask (torch.Tensor): (batch, length) bool, each row a prefix of True.
+        runs: Per row, (start, tag ids) of each run.
+        temperature (float): Every potential is divided by it (calibration);
+            1.0 is the trained CRF's own distribution.
+        RETURNS (List[List[float]]): Per row, the probability of each run.
+        """
+        with torch.no_grad():
+            scores = emissions.double().cpu().numpy() / temperature
+            lengths = mask.sum(1).cpu().numpy()
+            trans = self.transitions.double().cpu().numpy() / temperature
+            start = self.start_transitions.double().cpu().numpy() / temperature
+            end = self.end_transitions.double().cpu().numpy() / temperature
+        batch, length, n_tags = scores.shape
+        alpha = numpy.empty((batch, length, n_tags))
+        beta = numpy.empty((batch, length, n_tags))
+        alpha[:, 0] = start[None] + scores[:, 0]
+        for t in range(1, length):
+            alpha[:, t] = _logsumexp(alpha[:, t - 1, :, None] + trans[None], 1) + scores[:, t]
+        last = (lengths - 1)[:, None]
+        beta[:, length - 1] = end[None]
+        for t in range(length - 2, -1, -1):
+            onward = _logsumexp(trans[None] + (scores[:, t + 1] + beta[:, t + 1])[:, None, :], 2)
+            # A row's backward pass starts at its own last character.
+            beta[:, t] = numpy.where(t == last, end[None], onward)
+        log_z = _logsumexp(alpha[numpy.arange(batch), lengths - 1] + end[None], 1)
+        out: List[List[float]] = []
+        for b, row_runs in enumerate(runs):
+            probs = []
+            for first, tags in row_runs:
+                inner = sum(trans[tags[k - 1], tags[k]] + scores[b, first + k, tags[k]] for k in range(1, len(tags)))
+                log_p = alpha[b, first, tags[0]] + inner + beta[b, first + len(tags) - 1, tags[-1]] - log_z[b]
+                probs.append(float(min(1.0, numpy.exp(log_p))))
+            out.append(probs)
+        return out
+
+
+def _logsumexp(x: numpy.ndarray, axis: int) -> numpy.ndarray:
+    top = x.max(axis, keepdims=True)
+    return (top + numpy.log(numpy.exp(x - top).sum(axis, keepdims=True))).squeeze(axis)

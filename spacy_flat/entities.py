@@ -1,7 +1,7 @@
 """Character spans to `doc.ents`, on whatever tokens the pipeline's tokenizer made."""
 
 import logging
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Tuple
 
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
@@ -13,16 +13,18 @@ logger = logging.getLogger("spacy.flat")
 ALIGNMENT_MODES = ("strict", "contract", "expand")
 
 
-def set_char_entities(doc: Doc, spans: Iterable[CharSpan], mode: str, report: Dict[str, int]) -> None:
+def set_char_entities(doc: Doc, spans: Iterable[CharSpan], mode: str, report: Dict[str, int]) -> List[int]:
     """Write `doc.ents` from character spans, snapping each to tokens by `mode`
     (spaCy's `Doc.char_span` alignment modes).
 
     report (Dict[str, int]): Counts of spans placed "exact", "snapped" to token
         boundaries, or "dropped" (no token alignment, or overlapping a kept one).
+    RETURNS (List[int]): For each of `doc.ents`, the index of the span it came from.
     """
     ents: List[Span] = []
+    source: Dict[Tuple[int, int], int] = {}
     text = doc.text
-    for start, end, label in spans:
+    for index, (start, end, label) in enumerate(spans):
         # Entities never begin or end with whitespace; trim it off.
         while start < end and text[start].isspace():
             start += 1
@@ -39,6 +41,8 @@ def set_char_entities(doc: Doc, spans: Iterable[CharSpan], mode: str, report: Di
         exact = span.start_char == start and span.end_char == end
         report["exact" if exact else "snapped"] += 1
         ents.append(span)
+        source.setdefault((span.start, span.end), index)
     kept = filter_spans(ents)
     report["dropped"] += len(ents) - len(kept)
     doc.set_ents(kept, default="outside")
+    return [source[(ent.start, ent.end)] for ent in doc.ents]

@@ -13,13 +13,15 @@ from .windows import Segment
 
 @Language.factory(
     "flat_ner",
-    assigns=["doc.ents", "token.ent_iob", "token.ent_type"],
+    assigns=["doc.ents", "token.ent_iob", "token.ent_type", "doc.spans"],
     default_config={
         "model": default_config("spacy-flat.FlatTagger.v1"),
         "alignment_mode": "expand",
         "window_size": 512,
         "window_overlap": 32,
         "constrain_boundaries": True,
+        "scores_key": "flat_ner",
+        "threshold": 0.0,
         "scorer": {"@scorers": "spacy-flat.char_ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -32,6 +34,8 @@ def make_flat_ner(
     window_size: int,
     window_overlap: int,
     constrain_boundaries: bool,
+    scores_key: Optional[str],
+    threshold: float,
     scorer: Optional[Callable],
 ) -> FlatNER:
     """Create a FLAT named-entity recognizer.
@@ -45,6 +49,11 @@ def make_flat_ner(
     constrain_boundaries (bool): Learn from the training entities where entities
         may not reach (line breaks, sentence ends, punctuation; `boundaries.py`)
         and decode under those constraints.
+    scores_key (Optional[str]): Put each entity's probability (the CRF's marginal
+        of its exact tag run) in `doc.spans[scores_key].attrs["scores"]`, aligned
+        with `doc.ents`; None computes none.
+    threshold (float): Keep only entities with at least this probability (0: all);
+        trades recall for precision without retraining. Needs `scores_key`.
     scorer (Optional[Callable]): The scoring method.
     """
     return FlatNER(
@@ -55,5 +64,7 @@ def make_flat_ner(
         window_size=window_size,
         window_overlap=window_overlap,
         constrain_boundaries=constrain_boundaries,
+        scores_key=scores_key,
+        threshold=threshold,
         scorer=scorer,
     )

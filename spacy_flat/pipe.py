@@ -19,14 +19,14 @@ from thinc.types import Floats3d
 
 from .boundaries import BoundaryRules
 from .char_vocab import CharVocab
-from .entities import ALIGNMENT_MODES, set_char_entities
+from .confidence import above, check_threshold, scored_spans, write_entities
+from .entities import ALIGNMENT_MODES
 from .layers import TorchTagger, set_resources
 from .lexicon import Lexicon
 from .loaders import create_jieba_lexicon, create_lac_char_vectors
 from .resources import FlatResources
 from .saving import SavedWithResources
 from .tags import TagSet
-from .types import CharSpan
 from .windows import Segment, Segmenter
 
 logger = logging.getLogger("spacy.flat")
@@ -45,10 +45,13 @@ class FlatNER(SavedWithResources, TrainablePipe):
         window_size: int = 512,
         window_overlap: int = 32,
         constrain_boundaries: bool = True,
+        scores_key: Optional[str] = "flat_ner",
+        threshold: float = 0.0,
         scorer: Optional[Callable] = None,
     ) -> None:
         if alignment_mode not in ALIGNMENT_MODES:
             raise ValueError(f"alignment_mode must be one of {ALIGNMENT_MODES}, got {alignment_mode!r}")
+        check_threshold(threshold, scores_key)
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -61,6 +64,9 @@ class FlatNER(SavedWithResources, TrainablePipe):
             "window_size": window_size,
             "window_overlap": window_overlap,
             "constrain_boundaries": constrain_boundaries,
+            # doc.spans key of the entities' probabilities (None: not computed), and the least kept.
+            "scores_key": scores_key,
+            "threshold": threshold,
             # What the training entities allow (BoundaryRules), set at initialization.
             "boundaries": None,
             # The lexicon's word types the model has embeddings for, set at initialization.
@@ -193,11 +199,12 @@ class FlatNER(SavedWithResources, TrainablePipe):
 
     # -- prediction -------------------------------------------------------
 
-    def predict(self, docs: Iterable[Doc]) -> List[List[CharSpan]]:
+    def predict(self, docs: Iterable[Doc]) -> List[List[Any]]:
         """Predict character spans per doc.
 
         docs (Iterable[Doc]): The docs.
-        RETURNS (List[List[CharSpan]]): (start_char, end_char, label) spans per doc.
+        RETURNS (List[List[Any]]): (start_char, end_char, label, probability) spans
+            per doc; (start_char, end_char, label) when `scores_key` is None.
         """
         self._require_initialized()
         segmenter = self.segmenter
@@ -209,13 +216,21 @@ class FlatNER(SavedWithResources, TrainablePipe):
         forbidden = (
             None if rules is None else rules.forbidden((s.text for s in segments), self._tag_set, scores.shape[1])
         )
-        ids = self.tagger.decode(scores, [len(segment) for segment in segments], forbidden)
-        return segmenter.merge(plans, [self._tag_set.decode(row) for row in ids])
+        lengths = [len(segment) for segment in segments]
+        ids = self.tagger.decode(scores, lengths, forbidden)
+        if self.cfg.get("scores_key") is None:
+            return segmenter.merge(plans, [self._tag_set.decode(row) for row in ids])
+        temperature = self.cfg.get("temperature", 1.0)
+        found = scored_spans(self.tagger, self._tag_set, scores, lengths, forbidden, ids, temperature)
+        return segmenter.merge(plans, [above(spans, self.cfg["threshold"]) for spans in found])
 
-    def set_annotations(self, docs: Iterable[Doc], spans: List[List[CharSpan]]) -> None:
-        """Write `doc.ents` from character spans, snapping to tokens by `alignment_mode`."""
+    def set_annotations(self, docs: Iterable[Doc], spans: List[List[Any]]) -> None:
+        """Write `doc.ents` from character spans, snapping to tokens by `alignment_mode`,
+        and their probabilities to `doc.spans[scores_key]` when they have them."""
         for doc, doc_spans in zip(docs, spans):
-            set_char_entities(doc, doc_spans, self.cfg["alignment_mode"], self.alignment_report)
+            write_entities(
+                doc, doc_spans, self.cfg["alignment_mode"], self.alignment_report, self.cfg.get("scores_key")
+            )
 
     # -- training ---------------------------------------------------------
 

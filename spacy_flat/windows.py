@@ -9,11 +9,14 @@ costs bounded memory, with or without transformer features.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Iterable, List, Optional, Sequence, Tuple, TypeVar, cast
 
 from spacy.tokens import Doc
 
-from .types import CharSpan
+from .types import CharSpan, ScoredSpan
+
+# Spans with or without their probability.
+AnySpan = TypeVar("AnySpan", CharSpan, ScoredSpan)
 
 # Characters after which a cut is preferred: sentence ends, then clause breaks.
 SENTENCE_ENDS = frozenset("。！？!?；;\n…")
@@ -63,21 +66,23 @@ def plan_windows(text: str, size: int, overlap: int, protected: Sequence[Tuple[i
     return [Window(max(0, a - overlap), min(n, b + overlap), a, b) for a, b in zip(cuts[:-1], cuts[1:])]
 
 
-def merge_window_spans(windows: Sequence[Window], spans: Iterable[Sequence[CharSpan]]) -> List[CharSpan]:
+def merge_window_spans(windows: Sequence[Window], spans: Iterable[Sequence[AnySpan]]) -> List[AnySpan]:
     """Map each window's spans (window offsets) to text offsets, keeping those
     that start in the window's own part. Own parts tile the text, so each
-    entity comes from exactly one window and none is counted twice."""
-    merged: List[CharSpan] = []
+    entity comes from exactly one window and none is counted twice. Whatever
+    follows a span's end (its label, its probability) goes with it."""
+    merged: List[AnySpan] = []
     for window, found in zip(windows, spans):
-        for start, end, label in found:
-            start, end = start + window.start, end + window.start
+        span: Tuple[Any, ...]
+        for span in found:
+            start, end = span[0] + window.start, span[1] + window.start
             if window.own_start <= start < window.own_end:
-                merged.append((start, end, label))
+                merged.append(cast(AnySpan, (start, end, *span[2:])))
     merged.sort()
-    kept: List[CharSpan] = []
-    for span in merged:
-        if not kept or span[0] >= kept[-1][1]:
-            kept.append(span)
+    kept: List[AnySpan] = []
+    for candidate in merged:
+        if not kept or candidate[0] >= kept[-1][1]:
+            kept.append(candidate)
     return kept
 
 
@@ -127,9 +132,9 @@ class Segmenter:
             segments.extend(Segment(doc, w.start, w.end, text[w.start : w.end]) for w in plan)
         return segments, plans
 
-    def merge(self, plans: Sequence[List[Window]], spans: Sequence[List[CharSpan]]) -> List[List[CharSpan]]:
+    def merge(self, plans: Sequence[List[Window]], spans: Sequence[Sequence[AnySpan]]) -> List[List[AnySpan]]:
         """Each doc's spans, in doc offsets, from its segments' spans (segment offsets)."""
-        out: List[List[CharSpan]] = []
+        out: List[List[AnySpan]] = []
         pos = 0
         for plan in plans:
             out.append(merge_window_spans(plan, spans[pos : pos + len(plan)]))

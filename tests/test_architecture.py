@@ -24,7 +24,17 @@ DATA_SIDE = {
     "types",
     "errors",
 }
-COMPONENT_SIDE = {"factory", "pipe", "saving", "schedules", "entities", "architectures", "loaders", "resources"}
+COMPONENT_SIDE = {
+    "factory",
+    "pipe",
+    "saving",
+    "schedules",
+    "entities",
+    "confidence",
+    "architectures",
+    "loaders",
+    "resources",
+}
 
 
 def module_name(path: Path) -> str:

@@ -91,6 +91,12 @@ def test_save_and_load_give_identical_predictions(trained_trf, tmp_path):
     loaded = spacy.load(tmp_path / "trf")
     texts = [r["text"] for r in tiny_records()] + ["王芳和李娜在上海的复旦大学见面。"]
     assert [ents(d) for d in loaded.pipe(texts)] == [ents(d) for d in trained_trf.pipe(texts)]
+    # Entity probabilities on the transformer architecture too, the same after loading.
+    before = [d.spans["flat_ner"].attrs["scores"] for d in trained_trf.pipe(texts)]
+    after = [d.spans["flat_ner"].attrs["scores"] for d in loaded.pipe(texts)]
+    assert all(0 < p <= 1 for row in after for p in row)
+    assert [len(row) for row in after] == [len(d.ents) for d in loaded.pipe(texts)]
+    assert numpy.allclose([p for row in after for p in row], [p for row in before for p in row], atol=1e-5)
     assert not any(
         p.name.endswith((".bin", ".safetensors")) for p in (tmp_path / "trf").rglob("*") if "pytorch_model" in p.name
     )

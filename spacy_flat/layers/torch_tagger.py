@@ -127,17 +127,43 @@ class TorchTagger:
         rows = [b for b, length in enumerate(lengths) if length]
         out: List[List[int]] = [[] for _ in lengths]
         if rows:
-            device = self.device
-            emissions = xp2torch(scores, device=device)
-            if forbidden is not None:
-                mask = torch.from_numpy(forbidden[:, : emissions.shape[1]]).to(device)
-                emissions = emissions.masked_fill(mask, FORBIDDEN)
-            if len(rows) < len(lengths):
-                emissions = emissions[rows]
-            mask = _padded([lengths[b] for b in rows], device)[:, : emissions.shape[1]]
+            emissions, mask = self._constrained(scores, lengths, forbidden, rows)
             for b, ids in zip(rows, self.module.decode(emissions, mask)):
                 out[b] = ids
         return out
+
+    def run_probabilities(
+        self,
+        scores: Floats3d,
+        lengths: Sequence[int],
+        forbidden: Optional[numpy.ndarray],
+        runs: Sequence[Sequence[Tuple[int, Sequence[int]]]],
+        temperature: float = 1.0,
+    ) -> List[List[float]]:
+        """The CRF's probability of each (start, tag ids) run per row, under the
+        same constraints as `decode` (`ConstrainedCRF.run_probabilities`)."""
+        rows = [b for b, length in enumerate(lengths) if length and runs[b]]
+        out: List[List[float]] = [[] for _ in lengths]
+        if rows:
+            emissions, mask = self._constrained(scores, lengths, forbidden, rows)
+            crf = self.module.crf
+            assert crf is not None, "FlatTagger.configure was not called"
+            for b, probs in zip(rows, crf.run_probabilities(emissions, mask, [runs[b] for b in rows], temperature)):
+                out[b] = probs
+        return out
+
+    def _constrained(
+        self, scores: Floats3d, lengths: Sequence[int], forbidden: Optional[numpy.ndarray], rows: List[int]
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The emissions of `rows` with forbidden tags masked, and their mask."""
+        device = self.device
+        emissions = xp2torch(scores, device=device)
+        if forbidden is not None:
+            mask = torch.from_numpy(forbidden[:, : emissions.shape[1]]).to(device)
+            emissions = emissions.masked_fill(mask, FORBIDDEN)
+        if len(rows) < len(lengths):
+            emissions = emissions[rows]
+        return emissions, _padded([lengths[b] for b in rows], device)[:, : emissions.shape[1]]
 
 
 def _padded(lengths: Sequence[int], device: torch.device) -> torch.Tensor:
