@@ -7,36 +7,71 @@ Chinese NER tools none; a linear-chain CRF computes them exactly, so they are
 on by default (`scores_key`), at the cost of one forward-backward pass.
 """
 
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy
 from spacy.tokens import Doc, SpanGroup
+from thinc.api import Model
 from thinc.types import Floats3d
 
+from .boundaries import BoundaryRules
 from .entities import set_char_entities
 from .layers import TorchTagger
 from .tags import TagSet
 from .types import CharSpan, ScoredSpan
+from .windows import Segmenter, Window
 
 
-def scored_spans(
+@dataclass
+class Decoded:
+    """A batch of docs encoded and decoded once: everything entity spans and
+    their probabilities are read from, at any temperature or threshold."""
+
+    segmenter: Segmenter
+    plans: List[List[Window]]
+    tagger: TorchTagger
+    tag_set: TagSet
+    scores: Optional[Floats3d]
+    lengths: List[int]
+    forbidden: Optional[numpy.ndarray]
+    ids: List[List[int]]
+
+    def spans(self) -> List[List[CharSpan]]:
+        """RETURNS (List[List[CharSpan]]): Each doc's entities, doc offsets."""
+        return self.segmenter.merge(self.plans, [self.tag_set.decode(row) for row in self.ids])
+
+    def scored(self, temperature: float = 1.0, threshold: float = 0.0) -> List[List[ScoredSpan]]:
+        """Each doc's entities with their probabilities, those below `threshold` left out.
+
+        temperature (float): Divides every CRF potential (calibration; 1.0: as trained).
+        """
+        if self.scores is None:
+            return [[] for _ in self.plans]
+        found = [self.tag_set.decode(row) for row in self.ids]
+        runs = [[(start, list(row[start:end])) for start, end, _ in spans] for spans, row in zip(found, self.ids)]
+        probs = self.tagger.run_probabilities(self.scores, self.lengths, self.forbidden, runs, temperature)
+        scored = [[(s, e, label, p) for (s, e, label), p in zip(spans, ps)] for spans, ps in zip(found, probs)]
+        return self.segmenter.merge(self.plans, [above(spans, threshold) for spans in scored])
+
+
+def decode_docs(
+    docs: Sequence[Doc],
+    segmenter: Segmenter,
+    model: Model,
+    rules: Optional[BoundaryRules],
     tagger: TorchTagger,
     tag_set: TagSet,
-    scores: Floats3d,
-    lengths: Sequence[int],
-    forbidden: Optional[numpy.ndarray],
-    ids: Sequence[Sequence[int]],
-    temperature: float = 1.0,
-) -> List[List[ScoredSpan]]:
-    """Each segment's decoded entities with their probabilities.
-
-    ids (Sequence[Sequence[int]]): The decoded tag ids of each segment.
-    RETURNS (List[List[ScoredSpan]]): (start, end, label, probability) per entity, segment offsets.
-    """
-    spans = [tag_set.decode(row) for row in ids]
-    runs = [[(start, list(row[start:end])) for start, end, _ in found] for found, row in zip(spans, ids)]
-    probs = tagger.run_probabilities(scores, lengths, forbidden, runs, temperature)
-    return [[(s, e, label, p) for (s, e, label), p in zip(found, ps)] for found, ps in zip(spans, probs)]
+) -> Decoded:
+    """Cut `docs` into segments, score them with `model` and decode them under `rules`."""
+    segments, plans = segmenter.segments(list(docs))
+    lengths = [len(segment) for segment in segments]
+    if not any(lengths):
+        return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, [[] for _ in segments])
+    scores = model.predict(segments)
+    forbidden = None if rules is None else rules.forbidden((s.text for s in segments), tag_set, scores.shape[1])
+    ids = tagger.decode(scores, lengths, forbidden)
+    return Decoded(segmenter, plans, tagger, tag_set, scores, lengths, forbidden, ids)
 
 
 def above(spans: Sequence[ScoredSpan], threshold: float) -> List[ScoredSpan]:

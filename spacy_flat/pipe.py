@@ -19,7 +19,7 @@ from thinc.types import Floats3d
 
 from .boundaries import BoundaryRules
 from .char_vocab import CharVocab
-from .confidence import above, check_threshold, scored_spans, write_entities
+from .confidence import check_threshold, decode_docs, write_entities
 from .entities import ALIGNMENT_MODES
 from .layers import TorchTagger, set_resources
 from .lexicon import Lexicon
@@ -67,6 +67,8 @@ class FlatNER(SavedWithResources, TrainablePipe):
             # doc.spans key of the entities' probabilities (None: not computed), and the least kept.
             "scores_key": scores_key,
             "threshold": threshold,
+            # Divides the CRF's potentials for the probabilities; fitted on dev by `calibrate`.
+            "temperature": 1.0,
             # What the training entities allow (BoundaryRules), set at initialization.
             "boundaries": None,
             # The lexicon's word types the model has embeddings for, set at initialization.
@@ -85,6 +87,11 @@ class FlatNER(SavedWithResources, TrainablePipe):
     def labels(self) -> Tuple[str, ...]:
         """RETURNS (Tuple[str, ...]): The entity labels."""
         return tuple(self.cfg["labels"])
+
+    @property
+    def tag_set(self) -> TagSet:
+        """RETURNS (TagSet): The BILUO tags of the labels."""
+        return self._tag_set
 
     @property
     def label_data(self) -> List[str]:
@@ -207,22 +214,10 @@ class FlatNER(SavedWithResources, TrainablePipe):
             per doc; (start_char, end_char, label) when `scores_key` is None.
         """
         self._require_initialized()
-        segmenter = self.segmenter
-        segments, plans = segmenter.segments(list(docs))
-        if not any(len(segment) for segment in segments):
-            return [[] for _ in plans]
-        scores = self.model.predict(segments)
-        rules = self.boundary_rules
-        forbidden = (
-            None if rules is None else rules.forbidden((s.text for s in segments), self._tag_set, scores.shape[1])
-        )
-        lengths = [len(segment) for segment in segments]
-        ids = self.tagger.decode(scores, lengths, forbidden)
+        decoded = decode_docs(list(docs), self.segmenter, self.model, self.boundary_rules, self.tagger, self.tag_set)
         if self.cfg.get("scores_key") is None:
-            return segmenter.merge(plans, [self._tag_set.decode(row) for row in ids])
-        temperature = self.cfg.get("temperature", 1.0)
-        found = scored_spans(self.tagger, self._tag_set, scores, lengths, forbidden, ids, temperature)
-        return segmenter.merge(plans, [above(spans, self.cfg["threshold"]) for spans in found])
+            return decoded.spans()
+        return decoded.scored(self.cfg.get("temperature", 1.0), self.cfg["threshold"])
 
     def set_annotations(self, docs: Iterable[Doc], spans: List[List[Any]]) -> None:
         """Write `doc.ents` from character spans, snapping to tokens by `alignment_mode`,

@@ -25,7 +25,7 @@ class BoundaryRulesMissing(UserWarning):
 
 
 # What `cfg` holds that training learned; everything else in it comes from the config.
-LEARNED = ("labels", "feature_width", "boundaries", "word_types")
+LEARNED = ("labels", "feature_width", "boundaries", "word_types", "temperature")
 
 
 class SavedWithResources:

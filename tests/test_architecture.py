@@ -13,6 +13,7 @@ DATA_SIDE = {
     "boundaries",
     "lexicon",
     "gazetteers",
+    "calibration",
     "lattice",
     "char_vocab",
     "features",

@@ -9,10 +9,12 @@ from typing import Any, Dict, List, Optional, Set
 
 import spacy
 from spacy import displacy
+from spacy.language import Language
 from spacy.scorer import PRFScore
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 
+from ..pipe import FlatNER
 from ..scorer import score_char_entities
 from ..types import CharSpan
 
@@ -65,11 +67,37 @@ def evaluate(
     n_chars = sum(len(d.text) for d in gold_docs)
     scores["speed"] = {"docs_per_second": len(gold_docs) / seconds, "chars_per_second": n_chars / seconds}
     scores["data"] = str(data)
+    confidence = entity_confidence(nlp, examples)
+    if confidence is not None:
+        scores["confidence"] = confidence
     output.mkdir(parents=True, exist_ok=True)
     (output / "scores.json").write_text(json.dumps(scores, indent=2, ensure_ascii=False), encoding="utf8")
     (output / "scores.md").write_text(markdown_table(scores), encoding="utf8")
     (output / "samples.html").write_text(samples_html(examples, n_samples), encoding="utf8")
     return scores
+
+
+def entity_confidence(nlp: Language, examples: List[Example]) -> Optional[Dict[str, Any]]:
+    """Calibration of the entity probabilities: ECE, reliability bins, precision
+    and recall at thresholds, and the least confident entities; None without scores."""
+    from .calibrate import describe
+
+    keys = [c.cfg.get("scores_key") for _, c in nlp.pipeline if isinstance(c, FlatNER)]
+    key = keys[0] if keys else None
+    if key is None:
+        return None
+    outcomes, least = [], []
+    for eg in examples:
+        gold = set(_ents(eg.reference))
+        group = eg.predicted.spans.get(key)
+        for span, prob in zip(group or [], group.attrs.get("scores", []) if group is not None else []):
+            right = (span.start_char, span.end_char, span.label_) in gold
+            outcomes.append((float(prob), right))
+            least.append((float(prob), span.text, span.label_, right, eg.predicted.text[:80]))
+    n_gold = sum(len(eg.reference.ents) for eg in examples)
+    least.sort(key=lambda row: row[0])
+    rows = [{"p": p, "text": t, "label": lab, "correct": c, "context": ctx} for p, t, lab, c, ctx in least[:10]]
+    return {**describe(outcomes, n_gold), "least_confident": rows}
 
 
 def _pct(value: Optional[float]) -> str:
@@ -96,6 +124,23 @@ def markdown_table(scores: Dict[str, Any]) -> str:
         f"{scores['speed']['docs_per_second']:.1f} docs/s (nlp.pipe).",
         "",
     ]
+    confidence = scores.get("confidence")
+    if confidence:
+        lines += [
+            f"Entity probabilities: expected calibration error {confidence['ece']:.4f}.",
+            "",
+            "| threshold | P | R | entities kept |",
+            "|---|---|---|---|",
+            *(f"| {t} | {_pct(v['p'])} | {_pct(v['r'])} | {v['kept']} |" for t, v in confidence["thresholds"].items()),
+            "",
+            "| probability bin | entities | mean probability | correct |",
+            "|---|---|---|---|",
+            *(
+                f"| {r['low']:.1f}–{r['high']:.1f} | {r['count']} | {r['confidence']:.3f} | {r['accuracy']:.3f} |"
+                for r in confidence["reliability"]
+            ),
+            "",
+        ]
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""Command line: `python -m spacy_flat convert | evaluate | schedule | verify-assets | pretrain-vectors`."""
+"""Command line: `python -m spacy_flat convert | evaluate | calibrate | schedule | verify-assets | pretrain-vectors`."""
 
 import argparse
 import sys
@@ -43,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify-assets", help="check a project's assets against their md5 in project.yml")
     verify.add_argument("project", type=Path)
     verify.add_argument("prefix", help="check the assets whose dest starts with this, e.g. assets/resume/")
+    calibrate = commands.add_parser(
+        "calibrate", help="fit the temperature of the entity probabilities on dev and save it with the pipeline"
+    )
+    calibrate.add_argument("model")
+    calibrate.add_argument("dev", type=Path)
+    calibrate.add_argument("--output", type=Path, default=None, help="write the calibrated pipeline here")
+    calibrate.add_argument("--test", type=Path, default=None, help="also report calibration on this DocBin")
     pretrain = commands.add_parser(
         "pretrain-vectors", help="train character, bigram and word vectors (word2vec) from raw text; needs [pretrain]"
     )
@@ -141,6 +148,15 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print(f"md5 ok: {path}")
         elif args.command == "pretrain-vectors":
             _pretrain(args)
+        elif args.command == "calibrate":
+            from .calibrate import calibrate
+
+            temperature, report = calibrate(args.model, args.dev, args.output, args.test)
+            print(f"temperature {temperature:.3f}")
+            for split in ("dev", "test"):
+                if split in report:
+                    ece = report[split]["before"]["ece"], report[split]["after"]["ece"]
+                    print(f"{split}: expected calibration error {ece[0]:.4f} before, {ece[1]:.4f} after")
         else:
             from .evaluate import evaluate  # imports the pipeline machinery only when needed
 

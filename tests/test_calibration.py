@@ -1,0 +1,75 @@
+"""Calibration of entity probabilities (calibration.py, `calibrate`, the
+evaluation report's confidence section)."""
+
+import json
+
+import numpy
+import pytest
+import spacy
+from spacy.tokens import DocBin
+
+from spacy_flat.calibration import (
+    expected_calibration_error,
+    fit_temperature,
+    precision_recall_at,
+    reliability,
+)
+from spacy_flat.cli.calibrate import calibrate
+from spacy_flat.cli.evaluate import evaluate
+
+from .conftest import build_small, tiny_examples
+
+
+def test_reliability_and_ece_by_hand():
+    outcomes = [(0.95, True), (0.95, False), (0.15, False), (0.15, False), (0.15, True), (0.55, True)]
+    rows = reliability(outcomes)
+    assert [(r["low"], r["count"]) for r in rows] == [(0.1, 3), (0.5, 1), (0.9, 2)]
+    assert rows[0]["accuracy"] == pytest.approx(1 / 3) and rows[2]["confidence"] == pytest.approx(0.95)
+    expected = 3 / 6 * abs(1 / 3 - 0.15) + 1 / 6 * abs(1 - 0.55) + 2 / 6 * abs(0.5 - 0.95)
+    assert expected_calibration_error(outcomes) == pytest.approx(expected)
+    assert precision_recall_at(outcomes, n_gold=4, threshold=0.5) == (pytest.approx(2 / 3), 0.5, 3)
+
+
+def test_fit_temperature_recovers_the_temperature_that_made_the_data():
+    rng = numpy.random.default_rng(0)
+    logits = rng.normal(0, 4, 4000)
+    correct = rng.random(4000) < 1 / (1 + numpy.exp(-logits / 2.0))  # truth at temperature 2
+
+    def outcomes_at(t):
+        return list(zip(1 / (1 + numpy.exp(-logits / t)), correct))
+
+    fitted = fit_temperature(outcomes_at)
+    assert fitted == pytest.approx(2.0, rel=0.1)
+    assert expected_calibration_error(outcomes_at(fitted)) < expected_calibration_error(outcomes_at(1.0))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("calibration")
+    nlp = build_small(steps=40)
+    nlp.to_disk(tmp / "model")
+    DocBin(docs=[eg.reference for eg in tiny_examples(nlp)]).to_disk(tmp / "dev.spacy")
+    return tmp
+
+
+def test_calibrate_fits_saves_and_loads_a_temperature(saved):
+    temperature, report = calibrate(
+        str(saved / "model"), saved / "dev.spacy", saved / "calibrated", saved / "dev.spacy"
+    )
+    assert temperature > 0 and temperature != 1.0
+    assert report["dev"]["after"]["ece"] <= report["dev"]["before"]["ece"] + 1e-9
+    assert json.loads((saved / "calibrated" / "calibration.json").read_text())["temperature"] == temperature
+    before, after = spacy.load(saved / "model"), spacy.load(saved / "calibrated")
+    assert after.get_pipe("flat_ner").cfg["temperature"] == pytest.approx(temperature)
+    text = "张三在北京大学工作，李四住在上海。"
+    doc_a, doc_b = before(text), after(text)
+    assert [e.text for e in doc_a.ents] == [e.text for e in doc_b.ents]  # the temperature never changes the entities
+    assert not numpy.allclose(doc_a.spans["flat_ner"].attrs["scores"], doc_b.spans["flat_ner"].attrs["scores"])
+
+
+def test_evaluation_reports_the_calibration(saved):
+    scores = evaluate(str(saved / "model"), saved / "dev.spacy", saved / "metrics")
+    confidence = scores["confidence"]
+    assert set(confidence["thresholds"]) == {"0.5", "0.7", "0.9"} and confidence["reliability"]
+    assert len(confidence["least_confident"]) <= 10
+    assert "expected calibration error" in (saved / "metrics" / "scores.md").read_text(encoding="utf8")
