@@ -73,3 +73,34 @@ def test_evaluation_reports_the_calibration(saved):
     assert set(confidence["thresholds"]) == {"0.5", "0.7", "0.9"} and confidence["reliability"]
     assert len(confidence["least_confident"]) <= 10
     assert "expected calibration error" in (saved / "metrics" / "scores.md").read_text(encoding="utf8")
+
+
+def test_the_report_page_shows_errors_by_kind_pictures_and_a_colour_per_label(saved):
+    from spacy.training import Example
+
+    from spacy_flat.cli.report import error_breakdown, label_colors
+
+    page = (saved / "metrics" / "samples.html").read_text(encoding="utf8")
+    assert page.count("<svg") == 2 and "reliability diagram" in page and "Least confident" in page
+    colors = label_colors(["PER", "LOC", "ORG"])
+    assert len(set(colors.values())) == 3 and all(c in page for c in colors.values())
+    nlp = spacy.blank("zh")
+    text = "张三在北京大学工作，李四住在上海。"
+    gold = nlp.make_doc(text)
+    gold.ents = [gold.char_span(0, 2, "PER"), gold.char_span(3, 7, "ORG"), gold.char_span(10, 12, "PER")]
+    pred = nlp.make_doc(text)
+    # 张三 right; 北京 inside 北京大学 (boundary); 李四 as LOC (type); 上海 spurious; none missed.
+    pred.ents = [
+        pred.char_span(0, 2, "PER"),
+        pred.char_span(3, 5, "LOC"),
+        pred.char_span(10, 12, "LOC"),
+        pred.char_span(14, 16, "LOC"),
+    ]
+    errors = error_breakdown([Example(pred, gold)])
+    assert {k: v["count"] for k, v in errors.items()} == {
+        "wrong type": 1,
+        "wrong boundary": 1,
+        "missed": 0,
+        "spurious": 1,
+    }
+    assert errors["wrong type"]["examples"][0]["detail"] == "李四: LOC, gold PER"

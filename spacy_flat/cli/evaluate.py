@@ -1,14 +1,11 @@
 """Evaluate a pipeline on a DocBin: scores as JSON and Markdown, samples as HTML."""
 
-import html
 import json
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set
 
 import spacy
-from spacy import displacy
 from spacy.language import Language
 from spacy.scorer import PRFScore
 from spacy.tokens import Doc, DocBin
@@ -17,6 +14,7 @@ from spacy.training import Example
 from ..pipe import FlatNER
 from ..scorer import score_char_entities
 from ..types import CharSpan
+from .report import report_html, thresholds_curve
 
 
 def span_scores(examples: List[Example]) -> Dict[str, float]:
@@ -73,7 +71,7 @@ def evaluate(
     output.mkdir(parents=True, exist_ok=True)
     (output / "scores.json").write_text(json.dumps(scores, indent=2, ensure_ascii=False), encoding="utf8")
     (output / "scores.md").write_text(markdown_table(scores), encoding="utf8")
-    (output / "samples.html").write_text(samples_html(examples, n_samples), encoding="utf8")
+    (output / "samples.html").write_text(report_html(scores, examples, n_samples), encoding="utf8")
     return scores
 
 
@@ -97,7 +95,7 @@ def entity_confidence(nlp: Language, examples: List[Example]) -> Optional[Dict[s
     n_gold = sum(len(eg.reference.ents) for eg in examples)
     least.sort(key=lambda row: row[0])
     rows = [{"p": p, "text": t, "label": lab, "correct": c, "context": ctx} for p, t, lab, c, ctx in least[:10]]
-    return {**describe(outcomes, n_gold), "least_confident": rows}
+    return {**describe(outcomes, n_gold), "least_confident": rows, "curve": thresholds_curve(outcomes, n_gold)}
 
 
 def _pct(value: Optional[float]) -> str:
@@ -142,32 +140,6 @@ def markdown_table(scores: Dict[str, Any]) -> str:
             "",
         ]
     return "\n".join(lines)
-
-
-def _render(doc: Doc) -> str:
-    with warnings.catch_warnings():
-        # W006: a sentence with no entities is worth showing too.
-        warnings.filterwarnings("ignore", message=r"\[W006\]")
-        return displacy.render(doc, style="ent", page=False, jupyter=False)
-
-
-def samples_html(examples: List[Example], n_samples: int) -> str:
-    """Gold and predicted entities side by side, errors first, for a person to read."""
-    wrong = [eg for eg in examples if _ents(eg.reference) != _ents(eg.predicted)]
-    right = [eg for eg in examples if _ents(eg.reference) == _ents(eg.predicted)]
-    chosen = (wrong[: n_samples * 2 // 3] + right)[:n_samples]
-    rows = "".join(
-        f"<tr><td>{'✗' if eg in wrong else '✓'}</td><td>{_render(eg.reference)}</td>"
-        f"<td>{_render(eg.predicted)}</td></tr>"
-        for eg in chosen
-    )
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>flat_ner samples</title>"
-        "<style>td{vertical-align:top;border-bottom:1px solid #ddd;padding:4px}</style></head><body>"
-        f"<h1>flat_ner: gold and predicted</h1><p>{html.escape(str(len(wrong)))} of {len(examples)} "
-        "sentences have at least one error; errors are shown first.</p>"
-        f"<table><tr><th></th><th>gold</th><th>predicted</th></tr>{rows}</table></body></html>"
-    )
 
 
 def _ents(doc: Doc) -> List[CharSpan]:
