@@ -5,6 +5,7 @@ import math
 from pathlib import Path
 
 import pytest
+import spacy
 from spacy.tokens import DocBin
 from spacy.util import load_config
 
@@ -36,7 +37,12 @@ def test_epoch_schedule_warms_up_one_epoch_and_ends_at_the_last_step():
         "training.optimizer.learn_rate.warmup_steps": 362,
         "training.optimizer.learn_rate.total_steps": 10860,
         "training.eval_frequency": 362,
+        "training.max_steps": 10860,
+        "training.max_epochs": 0,
     }
+    # The interval divides the run, so its last step (rate zero) is evaluated.
+    one_epoch = epoch_schedule(5521, 1, 2760)
+    assert one_epoch["training.max_steps"] % one_epoch["training.eval_frequency"] == 0
     # A short run warms up for a tenth of it, not a whole epoch.
     assert epoch_schedule(100, 5, 50)["training.optimizer.learn_rate.warmup_steps"] == 50
     with pytest.raises(FlatError):
@@ -50,7 +56,7 @@ def test_schedule_command_writes_a_config_that_trains_to_a_zero_rate(tiny_corpus
     written = load_config(out)
     rate = written["training"]["optimizer"]["learn_rate"]
     assert (rate["warmup_steps"], rate["total_steps"]) == (min(steps, steps * 4 // 10), steps * 4)
-    assert written["training"]["max_epochs"] == 4
+    assert (written["training"]["max_epochs"], written["training"]["max_steps"]) == (0, steps * 4)
     assert written["training"]["eval_frequency"] == min(steps, load_config(RESUME)["training"]["eval_frequency"])
     assert f"{steps} batches per epoch" in capsys.readouterr().out
     # Everything else is the original config.
@@ -84,3 +90,37 @@ def test_count_batches_uses_the_configs_tokenizer(tiny_corpus: Path):
     by_char = count_batches(config, tiny_corpus)
     config["nlp"]["tokenizer"]["segmenter"] = "jieba"
     assert count_batches(config, tiny_corpus) < by_char
+
+
+def test_a_scheduled_run_evaluates_its_last_step(tiny_corpus: Path, tmp_path: Path):
+    """spacy train evaluates at steps 0, f, 2f, ...: a run of whole epochs would
+    end at step N - 1 unevaluated. The schedule makes it stop at step N after
+    evaluating it, so model-best can be the fully trained model."""
+    from spacy.cli.train import train
+
+    steps = count_batches(RESUME, tiny_corpus)
+    overrides = schedule_for(RESUME, tiny_corpus, epochs=2)
+    seen: list = []
+
+    @spacy.registry.loggers("spacy-flat-tests.steps.v1")
+    def steps_logger():  # type: ignore[no-untyped-def]
+        def setup(nlp, stdout=None, stderr=None):  # type: ignore[no-untyped-def]
+            return (lambda info: seen.append((info["step"], info["score"])) if info else None), (lambda: None)
+
+        return setup
+
+    train(
+        RESUME,
+        tmp_path / "out",
+        overrides={
+            **overrides,
+            "paths.train": str(tiny_corpus),
+            "paths.dev": str(tiny_corpus),
+            "components.flat_ner.model.width": 32,
+            "components.flat_ner.model.n_heads": 4,
+            "components.flat_ner.model.ffn_width": 64,
+            "training.logger": {"@loggers": "spacy-flat-tests.steps.v1"},
+        },
+    )
+    last_step, last_score = seen[-1]
+    assert last_step == 2 * steps and last_score is not None

@@ -114,12 +114,15 @@ def _schedule(config: Path, train: Path, epochs: int, output: Optional[Path]) ->
     epochs = epochs or int(cfg["training"]["max_epochs"])
     overrides = schedule_for(cfg, train, epochs)
     print(f"{overrides[TOTAL] // epochs} batches per epoch of {train} with the batcher of {config}; {epochs} epochs")
-    print(f"warm-up {overrides[WARMUP]} steps, rate zero at step {overrides[TOTAL]}, evaluate every {overrides[EVAL]}")
+    print(
+        f"warm-up {overrides[WARMUP]} steps, rate zero at step {overrides[TOTAL]}, evaluate every {overrides[EVAL]}; "
+        "the run stops at that step, after evaluating it"
+    )
     if output is None:
         print(" ".join(f"--{key} {value}" for key, value in overrides.items()))
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
-        apply_overrides(cfg, {**overrides, "training.max_epochs": epochs}).to_disk(output)
+        apply_overrides(cfg, overrides).to_disk(output)
         print(f"wrote {output}")
 
 

@@ -24,6 +24,8 @@ from ..errors import FlatError
 WARMUP = "training.optimizer.learn_rate.warmup_steps"
 TOTAL = "training.optimizer.learn_rate.total_steps"
 EVAL = "training.eval_frequency"
+MAX_STEPS = "training.max_steps"
+MAX_EPOCHS = "training.max_epochs"
 
 
 def _config(config: Union[Path, Config]) -> Config:
@@ -63,17 +65,31 @@ def epoch_schedule(steps_per_epoch: int, epochs: int, eval_frequency: int) -> Di
     one epoch (at most a tenth of the run, as Table 6's 1-10 epochs of 100), linear
     decay to zero at the last step, and at least one evaluation per epoch.
 
+    The run is counted in steps, not epochs: `spacy train` evaluates at steps 0,
+    f, 2f, … and never after its last update, so a run of whole epochs (steps 0
+    to N - 1) leaves the end of its last epoch, where the rate reaches zero,
+    unevaluated and out of `model-best` (a one-epoch run evaluated every half
+    epoch kept its half-way model). Here it stops at step N, a multiple of the
+    evaluation interval, after evaluating it; that step's update is at rate zero.
+
     steps_per_epoch (int): Batches in one epoch (`count_batches`).
     epochs (int): Epochs in the run.
-    eval_frequency (int): The config's evaluation interval, capped at an epoch.
+    eval_frequency (int): The config's evaluation interval, capped at an epoch
+        and lowered, if need be, to divide the run's steps.
     RETURNS (Dict[str, int]): Dotted config keys and their values.
     """
     if steps_per_epoch < 1 or epochs < 1:
         raise FlatError(f"a schedule needs at least one step and one epoch (got {steps_per_epoch}, {epochs})")
+    total = steps_per_epoch * epochs
+    every = min(eval_frequency, steps_per_epoch)
+    while total % every:
+        every -= 1
     return {
-        WARMUP: min(steps_per_epoch, steps_per_epoch * epochs // 10),
-        TOTAL: steps_per_epoch * epochs,
-        EVAL: min(eval_frequency, steps_per_epoch),
+        WARMUP: min(steps_per_epoch, total // 10),
+        TOTAL: total,
+        EVAL: every,
+        MAX_STEPS: total,
+        MAX_EPOCHS: 0,
     }
 
 
