@@ -65,13 +65,16 @@ def test_schedule_command_writes_a_config_that_trains_to_a_zero_rate(tiny_corpus
 
 
 def test_schedule_command_prints_train_overrides(tiny_corpus: Path, capsys):
-    assert main(["schedule", str(RESUME), str(tiny_corpus)]) == 0
+    assert main(["schedule", str(RESUME), str(tiny_corpus), "--epochs", "30"]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("--training.optimizer.learn_rate.warmup_steps ")
+    # The configs count their runs in steps (max_epochs = 0): the epochs must be said.
+    assert main(["schedule", str(RESUME), str(tiny_corpus)]) == 1
+    assert "pass the number of epochs the run trains (--epochs)" in capsys.readouterr().err
 
 
 def test_schedule_errors_name_the_file(tiny_corpus: Path, tmp_path: Path, capsys):
-    assert main(["schedule", str(RESUME), str(tmp_path / "missing.spacy")]) == 1
+    assert main(["schedule", str(RESUME), str(tmp_path / "missing.spacy"), "--epochs", "3"]) == 1
     assert "missing.spacy: no such training DocBin" in capsys.readouterr().err
     empty = tmp_path / "empty.spacy"
     DocBin().to_disk(empty)

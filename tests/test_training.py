@@ -28,19 +28,19 @@ def test_configs_exist_and_validate():
         assert "flat_ner" in nlp.pipe_names
 
 
-# Each dataset config and the shared training file its schedule is counted on.
+# Each dataset config, the shared training file its schedule is counted on, and its epochs.
 SCHEDULED = {
-    "resume.cfg": ("resume/train.char.bmes", 0),
-    "resume_trf.cfg": ("resume/train.char.bmes", 0),
-    "weibo.cfg": ("weibo/weiboNER_2nd_conll.train", 0),
-    "msra.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
-    "msra_news.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
-    "resume_pretrained.cfg": ("resume/train.char.bmes", 0),
-    "weibo_pretrained.cfg": ("weibo/weiboNER_2nd_conll.train", 0),
-    "msra_pretrained.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
-    "resume_tener.cfg": ("resume/train.char.bmes", 0),
-    "weibo_tener.cfg": ("weibo/weiboNER_2nd_conll.train", 0),
-    "msra_tener.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES),
+    "resume.cfg": ("resume/train.char.bmes", 0, 30),
+    "resume_trf.cfg": ("resume/train.char.bmes", 0, 10),
+    "weibo.cfg": ("weibo/weiboNER_2nd_conll.train", 0, 30),
+    "msra.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
+    "msra_news.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 7),
+    "resume_pretrained.cfg": ("resume/train.char.bmes", 0, 30),
+    "weibo_pretrained.cfg": ("weibo/weiboNER_2nd_conll.train", 0, 30),
+    "msra_pretrained.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
+    "resume_tener.cfg": ("resume/train.char.bmes", 0, 30),
+    "weibo_tener.cfg": ("weibo/weiboNER_2nd_conll.train", 0, 30),
+    "msra_tener.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
 }
 
 
@@ -49,18 +49,20 @@ SCHEDULED = {
 def test_config_schedule_is_counted_in_epochs_of_its_corpus(name: str):
     """warm-up is one epoch and the decay ends at the last epoch, counted in the
     config's own batches of the real corpus: a schedule that ends early trains
-    its last epochs at a zero learning rate."""
-    path, dev_tail = SCHEDULED[name]
+    its last epochs at a zero learning rate. The run stops at that last step and
+    evaluates it (an interval that divides the run's steps)."""
+    path, dev_tail, epochs = SCHEDULED[name]
     config = load_config(ROOT / "configs" / name)
     training = registry.resolve({"batcher": config["training"]["batcher"]})
     sentences = list(read_conll(SHARED / "data" / path, report=ConversionReport(path)))
     train_chars = [s.chars for s in sentences[: len(sentences) - dev_tail]]
     per_epoch = sum(1 for _ in training["batcher"](train_chars))
     schedule = config["training"]["optimizer"]["learn_rate"]
-    epochs = config["training"]["max_epochs"]
     assert schedule["warmup_steps"] == pytest.approx(per_epoch, rel=0.05)
     assert schedule["total_steps"] == pytest.approx(epochs * per_epoch, rel=0.05)
     assert config["training"]["eval_frequency"] <= per_epoch * 1.05
+    assert (config["training"]["max_epochs"], config["training"]["max_steps"]) == (0, schedule["total_steps"])
+    assert schedule["total_steps"] % config["training"]["eval_frequency"] == 0
 
 
 def _tiny_training(tmp_path: Path) -> dict:

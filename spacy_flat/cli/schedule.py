@@ -111,7 +111,7 @@ def schedule_for(config: Union[Path, Config], train: Path, epochs: int = 0) -> D
         )
     epochs = epochs or int(cfg["training"]["max_epochs"])
     if epochs < 1:
-        raise FlatError(f"max_epochs is {epochs}; pass the number of epochs the run trains")
+        raise FlatError(f"the config sets max_epochs = {epochs}: pass the number of epochs the run trains (--epochs)")
     return epoch_schedule(count_batches(cfg, train), epochs, int(cfg["training"]["eval_frequency"]))
 
 
