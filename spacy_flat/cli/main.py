@@ -1,4 +1,5 @@
-"""Command line: `python -m spacy_flat convert | evaluate | calibrate | schedule | verify-assets | pretrain-vectors`."""
+"""Command line: `python -m spacy_flat convert | evaluate | calibrate | annotate | schedule | verify-assets |
+pretrain-vectors`."""
 
 import argparse
 import sys
@@ -50,6 +51,21 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("dev", type=Path)
     calibrate.add_argument("--output", type=Path, default=None, help="write the calibrated pipeline here")
     calibrate.add_argument("--test", type=Path, default=None, help="also report calibration on this DocBin")
+    annotate = commands.add_parser(
+        "annotate", help="run a pipeline over a corpus into resumable JSON-lines shards of entities"
+    )
+    annotate.add_argument("model", help="pipeline path or package name")
+    annotate.add_argument("inputs", nargs="+", help="files, directories or globs: .txt, .jsonl, .csv (gz/xz/bz2)")
+    annotate.add_argument("--output", type=Path, required=True, help="directory for the shards and summary.json")
+    annotate.add_argument("--text-field", default="text", help="JSON field or CSV column of the text")
+    annotate.add_argument("--id-field", default=None, help="JSON field or CSV column of the id (default: file:line)")
+    annotate.add_argument("--max-chars", type=int, default=1_000_000, help="skip (and report) longer texts")
+    annotate.add_argument("--batch-size", type=int, default=64)
+    annotate.add_argument("--n-process", type=int, default=1)
+    annotate.add_argument("--shard-size", type=int, default=10_000)
+    annotate.add_argument("--keep-text", action="store_true", help="write each document's text too")
+    annotate.add_argument("--gpu-id", type=int, default=-1)
+    annotate.add_argument("--no-progress", action="store_true")
     pretrain = commands.add_parser(
         "pretrain-vectors", help="train character, bigram and word vectors (word2vec) from raw text; needs [pretrain]"
     )
@@ -103,6 +119,34 @@ def _pretrain(args: argparse.Namespace) -> None:
     print("\n".join(describe_report(report)))
 
 
+def _annotate(args: argparse.Namespace) -> None:
+    import spacy
+
+    from ..annotation.local import AnnotateSettings, annotate
+    from ..annotation.records import RecordFormat
+
+    if args.gpu_id >= 0:
+        spacy.require_gpu(args.gpu_id)
+    fmt = RecordFormat(text_field=args.text_field, id_field=args.id_field, max_chars=args.max_chars)
+    settings = AnnotateSettings(
+        batch_size=args.batch_size,
+        n_process=args.n_process,
+        shard_size=args.shard_size,
+        keep_text=args.keep_text,
+        progress=not args.no_progress,
+    )
+    summary = annotate(args.model, args.inputs, args.output, fmt, settings)
+    print(
+        f"read {summary['read']:,} documents, annotated {summary['annotated']:,} "
+        f"({summary['shards_written']} shards written, {summary['shards_reused']} complete from before), "
+        f"skipped {summary['skipped']:,}: "
+        + (", ".join(f"{n:,} {why}" for why, n in summary["skipped_by_reason"].items()) or "none")
+        + f"; {summary['characters_per_second']:,.0f} characters/s"
+    )
+    for problem in summary["problems"][:20]:
+        print(f"  {problem}")
+
+
 def _schedule(config: Path, train: Path, epochs: int, output: Optional[Path]) -> None:
     from spacy.util import load_config
 
@@ -151,6 +195,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                 print(f"md5 ok: {path}")
         elif args.command == "pretrain-vectors":
             _pretrain(args)
+        elif args.command == "annotate":
+            _annotate(args)
         elif args.command == "calibrate":
             from .calibrate import calibrate
 

@@ -1,0 +1,1 @@
+"""Annotating a corpus: records in, entities out, in resumable shards."""

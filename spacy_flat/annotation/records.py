@@ -1,0 +1,175 @@
+"""Documents to annotate, read from plain text (a document a line), JSON lines
+(a text field; the other fields are carried through) and CSV (a text column),
+plain or gzip/xz/bz2-compressed, from files, directories or globs.
+
+Every document has an id: the record's own (`id_field`), or `file:line`. A bad
+record (bad UTF-8, not JSON, no text field, an empty or too long text) is
+reported with its file and line, counted, and skipped; it never stops a run.
+"""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import glob
+import gzip
+import io
+import json
+import lzma
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Dict, Iterator, List, Optional, Sequence, cast
+
+FORMATS = (".txt", ".jsonl", ".csv")
+COMPRESSED = (".gz", ".xz", ".bz2")
+# Problems listed one by one; beyond this they are only counted.
+MAX_LISTED = 200
+
+
+@dataclass
+class Record:
+    """One document: its id, its text, where it came from and the fields it carries."""
+
+    id: str
+    text: str
+    origin: str
+    fields: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ReadReport:
+    """Documents read, and records skipped by reason, with their places."""
+
+    read: int = 0
+    skipped: Counter = field(default_factory=Counter)
+    problems: List[str] = field(default_factory=list)
+
+    def skip(self, where: str, reason: str) -> None:
+        self.skipped[reason] += 1
+        if len(self.problems) < MAX_LISTED:
+            self.problems.append(f"{where}: {reason}")
+
+
+@dataclass(frozen=True)
+class RecordFormat:
+    """Where the text and id are in structured records.
+
+    text_field (str): JSON field or CSV column of the text.
+    id_field (Optional[str]): JSON field or CSV column of the id; None: `file:line`.
+    max_chars (int): Longer texts are skipped (reported); 0 for no limit.
+    """
+
+    text_field: str = "text"
+    id_field: Optional[str] = None
+    max_chars: int = 1_000_000
+
+
+def input_files(inputs: Sequence[str]) -> List[Path]:
+    """Files, directories (every file below, sorted) and globs, in the order given.
+
+    RETURNS (List[Path]): The files; raises FileNotFoundError naming an input that matches none.
+    """
+    files: List[Path] = []
+    for item in inputs:
+        path = Path(item)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*") if p.is_file()))
+        elif path.is_file():
+            files.append(path)
+        else:
+            matched = sorted(Path(p) for p in glob.glob(item, recursive=True) if Path(p).is_file())
+            if not matched:
+                raise FileNotFoundError(f"{item}: no such file, directory or glob match")
+            files.extend(matched)
+    return files
+
+
+def read_records(files: Sequence[Path], fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+    """Stream the documents of `files`, skipping (and reporting) bad records."""
+    for path in files:
+        suffix, stem = path.suffix.lower(), path.name
+        if suffix in COMPRESSED:
+            stem = path.name[: -len(suffix)]
+        kind = Path(stem).suffix.lower()
+        if kind not in FORMATS:
+            report.skip(str(path), f"unknown format {kind!r} (plain .txt, .jsonl or .csv; gz, xz or bz2)")
+            continue
+        try:
+            with _open(path) as raw:
+                reader = {".txt": _text_lines, ".jsonl": _json_lines, ".csv": _csv_rows}[kind]
+                for record in reader(raw, str(path), fmt, report):
+                    if not record.text.strip():
+                        report.skip(record.origin, "empty text")
+                    elif fmt.max_chars and len(record.text) > fmt.max_chars:
+                        report.skip(record.origin, f"text longer than {fmt.max_chars:,} characters")
+                    else:
+                        report.read += 1
+                        yield record
+        except (OSError, EOFError, lzma.LZMAError) as err:
+            report.skip(str(path), f"damaged file, read up to the damage ({err})")
+
+
+def _open(path: Path) -> IO[bytes]:
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    if suffix == ".xz":
+        return cast(IO[bytes], lzma.open(path, "rb"))
+    if suffix == ".bz2":
+        return cast(IO[bytes], bz2.open(path, "rb"))
+    return path.open("rb")
+
+
+def _decoded(raw: IO[bytes], where: str, report: ReadReport) -> Iterator[tuple]:
+    for line_no, line in enumerate(raw, 1):
+        try:
+            yield line_no, line.decode("utf-8-sig" if line_no == 1 else "utf8").rstrip("\r\n")
+        except UnicodeDecodeError as err:
+            report.skip(f"{where}:{line_no}", f"not valid UTF-8 ({err.reason})")
+
+
+def _text_lines(raw: IO[bytes], where: str, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+    for line_no, line in _decoded(raw, where, report):
+        yield Record(f"{where}:{line_no}", line, f"{where}:{line_no}")
+
+
+def _json_lines(raw: IO[bytes], where: str, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+    for line_no, line in _decoded(raw, where, report):
+        origin = f"{where}:{line_no}"
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as err:
+            report.skip(origin, f"not JSON ({err.msg})")
+            continue
+        if not isinstance(value, dict) or not isinstance(value.get(fmt.text_field), str):
+            report.skip(origin, f"no text field {fmt.text_field!r}")
+            continue
+        yield _record(value, origin, fmt)
+
+
+def _csv_rows(raw: IO[bytes], where: str, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+    text = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline="")
+    try:
+        rows = csv.DictReader(text)
+        if rows.fieldnames is None:
+            return
+        if fmt.text_field not in rows.fieldnames:
+            report.skip(where, f"no text column {fmt.text_field!r} (columns: {', '.join(rows.fieldnames)})")
+            return
+        for row in rows:
+            yield _record(dict(row), f"{where}:{rows.line_num}", fmt)
+    except UnicodeDecodeError as err:
+        report.skip(where, f"not valid UTF-8, read up to the bad bytes ({err.reason})")
+    except csv.Error as err:
+        report.skip(where, f"malformed CSV, read up to the bad row ({err})")
+    finally:
+        text.detach()
+
+
+def _record(value: Dict[str, Any], origin: str, fmt: RecordFormat) -> Record:
+    text = str(value.pop(fmt.text_field) or "")
+    given = value.pop(fmt.id_field, None) if fmt.id_field else None
+    return Record(str(given) if given not in (None, "") else origin, text, origin, value)

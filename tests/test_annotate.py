@@ -1,0 +1,128 @@
+"""`annotate` on one machine (annotation/): every input format, ids, bad records
+reported and counted, shards that a stopped run resumes, output equal to nlp.pipe."""
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+import spacy_flat.annotation.local as local
+from spacy_flat.annotation.local import AnnotateSettings, annotate
+from spacy_flat.annotation.records import RecordFormat
+from spacy_flat.cli.main import main
+from spacy_flat.errors import FlatError
+
+from .conftest import SHARED, needs_shared
+
+QUIET = AnnotateSettings(batch_size=16, shard_size=40, progress=False)
+
+
+def sentences(n: int):
+    """The first n sentences of MSRA's test set, as text."""
+    out, chars = [], []
+    for line in (SHARED / "data" / "msra" / "test.char.bmes").read_text(encoding="utf8").splitlines():
+        if line.strip():
+            chars.append(line.split()[0])
+        elif chars:
+            out.append("".join(chars))
+            chars = []
+            if len(out) == n:
+                break
+    return out
+
+
+def read_shards(out: Path):
+    return [json.loads(line) for path in sorted(out.glob("shard-*.jsonl")) for line in path.read_text().splitlines()]
+
+
+@needs_shared
+def test_text_jsonl_and_csv_give_nlp_pipes_entities_with_ids(trained_nlp, tmp_path):
+    texts = sentences(120)
+    (tmp_path / "a.txt").write_text("\n".join(texts[:40]) + "\n", encoding="utf8")
+    with gzip.open(tmp_path / "b.jsonl.gz", "wt", encoding="utf8") as f:
+        for k, text in enumerate(texts[40:80]):
+            f.write(json.dumps({"doc_id": f"b{k}", "body": text, "source": "news"}, ensure_ascii=False) + "\n")
+    with open(tmp_path / "c.csv", "w", encoding="utf8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["doc_id", "body"])
+        writer.writerows([(f"c{k}", text) for k, text in enumerate(texts[80:])])
+    txt = annotate(trained_nlp, [str(tmp_path / "a.txt")], tmp_path / "out_txt", settings=QUIET)
+    fmt = RecordFormat(text_field="body", id_field="doc_id")
+    rest = annotate(trained_nlp, [str(tmp_path / "b.jsonl.gz"), str(tmp_path / "c.csv")], tmp_path / "out", fmt, QUIET)
+    assert (txt["read"], txt["annotated"], rest["read"], rest["annotated"]) == (40, 40, 80, 80)
+    records = read_shards(tmp_path / "out_txt") + read_shards(tmp_path / "out")
+    assert records[0]["id"] == f"{tmp_path / 'a.txt'}:1" and records[40]["id"] == "b0" and records[80]["id"] == "c0"
+    assert records[40]["source"] == "news"
+    expected = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in trained_nlp.pipe(texts)]
+    assert [[(e["start"], e["end"], e["label"]) for e in r["entities"]] for r in records] == expected
+    assert all(0 < e["p"] <= 1 for r in records for e in r["entities"])
+    assert len(list((tmp_path / "out").glob("shard-*.jsonl"))) == 2  # 80 documents, 40 a shard
+
+
+def test_bad_records_are_reported_with_file_and_line_and_never_stop_the_run(trained_nlp, tmp_path):
+    good = {"text": "张三在北京大学工作。"}
+    lines = [
+        json.dumps(good, ensure_ascii=False).encode(),
+        b"\xff\xfe not utf-8",
+        b"{not json",
+        json.dumps({"body": "no text field"}).encode(),
+        json.dumps({"text": ""}).encode(),
+        json.dumps({"text": "长" * 50}, ensure_ascii=False).encode(),
+        json.dumps({"text": "李四住在上海。"}, ensure_ascii=False).encode(),
+    ]
+    (tmp_path / "bad.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (tmp_path / "notes.docx").write_bytes(b"PK")
+    fmt = RecordFormat(max_chars=40)
+    summary = annotate(trained_nlp, [str(tmp_path)], tmp_path / "out", fmt, QUIET)
+    assert (summary["read"], summary["annotated"], summary["skipped"]) == (2, 2, 6)
+    problems = "\n".join(summary["problems"])
+    for where, why in [
+        (2, "not valid UTF-8"),
+        (3, "not JSON"),
+        (4, "no text field 'text'"),
+        (5, "empty text"),
+        (6, "text longer than 40 characters"),
+    ]:
+        assert f"bad.jsonl:{where}: {why}" in problems
+    assert "notes.docx: unknown format" in problems
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["skipped_by_reason"]["empty text"] == 1
+
+
+def test_a_stopped_run_resumes_to_the_output_of_an_uninterrupted_one(trained_nlp, tmp_path, monkeypatch):
+    texts = ["张三在北京大学工作。", "李四住在上海。", "王五在华为公司任职。", "今天天气很好。"] * 25
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
+    settings = AnnotateSettings(batch_size=8, shard_size=30, progress=False)
+    whole = annotate(trained_nlp, [str(tmp_path / "in.txt")], tmp_path / "whole", settings=settings)
+    real_write = local._write_atomically
+    written = []
+
+    def crash_after_two(path, text):
+        if len(written) == 2:
+            raise KeyboardInterrupt  # the run is stopped while writing its third shard
+        written.append(path)
+        real_write(path, text)
+
+    monkeypatch.setattr(local, "_write_atomically", crash_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        annotate(trained_nlp, [str(tmp_path / "in.txt")], tmp_path / "resumed", settings=settings)
+    monkeypatch.setattr(local, "_write_atomically", real_write)
+    resumed = annotate(trained_nlp, [str(tmp_path / "in.txt")], tmp_path / "resumed", settings=settings)
+    assert (resumed["shards_reused"], resumed["shards_written"], whole["shards_written"]) == (2, 2, 4)
+    assert read_shards(tmp_path / "resumed") == read_shards(tmp_path / "whole")
+    assert not list((tmp_path / "resumed").glob("*.partial"))
+    with pytest.raises(FlatError, match="other shard_size"):
+        annotate(trained_nlp, [str(tmp_path / "in.txt")], tmp_path / "resumed", settings=QUIET)
+
+
+def test_the_command_line(trained_nlp, tmp_path, capsys):
+    trained_nlp.to_disk(tmp_path / "model")
+    (tmp_path / "in.txt").write_text("张三在北京大学工作。\n\n李四住在上海。\n", encoding="utf8")
+    args = ["annotate", str(tmp_path / "model"), str(tmp_path / "in.txt"), "--output", str(tmp_path / "out")]
+    assert main([*args, "--no-progress", "--keep-text"]) == 0
+    said = capsys.readouterr().out
+    assert "read 2 documents, annotated 2" in said and "skipped 1: 1 empty text" in said
+    assert read_shards(tmp_path / "out")[1]["text"] == "李四住在上海。"
+    assert main(["annotate", str(tmp_path / "model"), str(tmp_path / "nothing*.txt"), "--output", "x"]) == 1
+    assert "no such file, directory or glob match" in capsys.readouterr().err
