@@ -4,12 +4,22 @@ with relative span positions (Li et al. 2020, eq. 11), and its feed-forward subl
 from __future__ import annotations
 
 import math
+from typing import Any, Tuple
 
 import torch
 from torch import nn
 
 from .position import RelativePositions
 from .position_scores import position_scores
+
+
+def split_heads(width: int, n_heads: int, scaled: bool) -> Tuple[int, int, float]:
+    """RETURNS (Tuple[int, int, float]): Heads, head width and the score scale
+    (1/sqrt(head width), or 1 for un-scaled attention)."""
+    if width % n_heads:
+        raise ValueError(f"d_model {width} is not divisible by {n_heads} heads")
+    head_width = width // n_heads
+    return n_heads, head_width, 1.0 / math.sqrt(head_width) if scaled else 1.0
 
 
 class FlatAttention(nn.Module):
@@ -24,11 +34,7 @@ class FlatAttention(nn.Module):
 
     def __init__(self, width: int, n_heads: int, *, dropout: float = 0.0, scaled: bool = True) -> None:
         super().__init__()
-        if width % n_heads:
-            raise ValueError(f"d_model {width} is not divisible by {n_heads} heads")
-        self.n_heads = n_heads
-        self.head_width = width // n_heads
-        self.scale = 1.0 / math.sqrt(self.head_width) if scaled else 1.0
+        self.n_heads, self.head_width, self.scale = split_heads(width, n_heads, scaled)
         self.w_q = nn.Linear(width, width)
         self.w_k = nn.Linear(width, width)
         self.w_v = nn.Linear(width, width)
@@ -58,21 +64,14 @@ class FlatAttention(nn.Module):
         return self.w_o(out)
 
 
-class FlatLayer(nn.Module):
-    """Attention and feed-forward sublayers, each with residual and layer norm."""
+class ResidualLayer(nn.Module):
+    """An attention sublayer and a feed-forward sublayer, each with residual,
+    dropout and layer norm (the Transformer's post-norm layer). FLAT and TENER
+    differ only in the attention they put in it."""
 
-    def __init__(
-        self,
-        width: int,
-        n_heads: int,
-        ffn_width: int,
-        *,
-        dropout: float,
-        attention_dropout: float,
-        scaled: bool,
-    ) -> None:
+    def __init__(self, attention: nn.Module, width: int, ffn_width: int, *, dropout: float) -> None:
         super().__init__()
-        self.attention = FlatAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
+        self.attention = attention
         self.norm1 = nn.LayerNorm(width)
         self.ffn = nn.Sequential(
             nn.Linear(width, ffn_width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn_width, width)
@@ -80,6 +79,17 @@ class FlatLayer(nn.Module):
         self.norm2 = nn.LayerNorm(width)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions, attend: torch.Tensor) -> torch.Tensor:
-        x = self.norm1(x + self.dropout(self.attention(x, rel, pos, attend)))
+    def forward(self, x: torch.Tensor, *inputs: Any) -> torch.Tensor:
+        """x (B, n, d) and what the attention reads besides it → (B, n, d)."""
+        x = self.norm1(x + self.dropout(self.attention(x, *inputs)))
         return self.norm2(x + self.dropout(self.ffn(x)))
+
+
+class FlatLayer(ResidualLayer):
+    """FLAT's layer: its attention over the lattice (reads rel, pos and attend)."""
+
+    def __init__(
+        self, width: int, n_heads: int, ffn_width: int, *, dropout: float, attention_dropout: float, scaled: bool
+    ) -> None:
+        attention = FlatAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
+        super().__init__(attention, width, ffn_width, dropout=dropout)

@@ -18,7 +18,7 @@ from typing import IO, Dict, List, Optional, Tuple, Union, cast
 
 from .errors import LexiconError
 from .lexicon import Lexicon
-from .readers import LoadReport
+from .readers import LoadReport, keep_words
 
 PathLike = Union[str, Path]
 COMPRESSED = (".xz", ".gz", ".bz2")
@@ -42,22 +42,8 @@ def read_gazetteer(path: PathLike) -> Tuple[List[str], LoadReport]:
     lines = _lines(path)
     name = path.name[: -len(path.suffix)] if path.suffix in COMPRESSED else path.name
     rows = _csv_words(lines, path) if name.endswith(".csv") else _plain_words(lines)
-    words: List[str] = []
-    seen = set()
-    for word in rows:
-        report.read += 1
-        if not word:
-            report.repair("blank lines")
-        elif len(word) < 2:
-            report.repair("single characters")
-        elif word in seen:
-            report.repair("duplicates")
-        else:
-            seen.add(word)
-            words.append(word)
-    report.kept = len(words)
-    report.log()
-    return words, report
+    report.read = len(rows)
+    return keep_words(rows, report), report
 
 
 def read_typed_words(path: PathLike) -> Tuple[Dict[str, List[str]], LoadReport]:

@@ -9,7 +9,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy
 
@@ -66,8 +66,7 @@ def read_word_list(path: PathLike, *, column: int = 0) -> Tuple[List[str], LoadR
     RETURNS (Tuple[List[str], LoadReport]): The words of 2+ characters and a report.
     """
     report = LoadReport(str(path))
-    words: List[str] = []
-    seen = set()
+    found: List[str] = []
     with open(path, "rb") as file_:
         for line_no, raw in enumerate(file_, 1):
             line = _decode(raw, path, line_no).strip()
@@ -78,17 +77,31 @@ def read_word_list(path: PathLike, *, column: int = 0) -> Tuple[List[str], LoadR
             if len(fields) <= column:
                 raise LexiconError(f"{path}:{line_no}: expected at least {column + 1} fields, got {line!r}")
             report.read += 1
-            word = fields[column]
-            if len(word) < 2:
-                report.repair("single characters")
-            elif word in seen:
-                report.repair("duplicates")
-            else:
-                seen.add(word)
-                words.append(word)
-    report.kept = len(words)
+            found.append(fields[column])
+    return keep_words(found, report), report
+
+
+def keep_words(words: Iterable[str], report: LoadReport) -> List[str]:
+    """The words of two or more characters, each once, in order; the others are
+    counted in `report` as repairs (blank lines, single characters, duplicates).
+
+    RETURNS (List[str]): The kept words; `report.kept` is set and the report logged.
+    """
+    kept: List[str] = []
+    seen = set()
+    for word in words:
+        if not word:
+            report.repair("blank lines")
+        elif len(word) < 2:
+            report.repair("single characters")
+        elif word in seen:
+            report.repair("duplicates")
+        else:
+            seen.add(word)
+            kept.append(word)
+    report.kept = len(kept)
     report.log()
-    return words, report
+    return kept
 
 
 def _parse_header(line: bytes, path: PathLike) -> Optional[Tuple[int, int]]:

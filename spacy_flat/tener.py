@@ -18,6 +18,8 @@ import math
 import torch
 from torch import nn
 
+from .flat_layer import ResidualLayer, split_heads
+
 
 def relative_sinusoids(n: int, head_width: int, device: torch.device) -> torch.Tensor:
     """R_k for k = -(n-1) … n-1, interleaved sin and cos (eq. 17).
@@ -40,11 +42,7 @@ class TenerAttention(nn.Module):
 
     def __init__(self, width: int, n_heads: int, *, dropout: float = 0.0, scaled: bool = False) -> None:
         super().__init__()
-        if width % n_heads:
-            raise ValueError(f"d_model {width} is not divisible by {n_heads} heads")
-        self.n_heads = n_heads
-        self.head_width = width // n_heads
-        self.scale = 1.0 / math.sqrt(self.head_width) if scaled else 1.0
+        self.n_heads, self.head_width, self.scale = split_heads(width, n_heads, scaled)
         self.w_q = nn.Linear(width, width)
         self.w_v = nn.Linear(width, width)
         self.u = nn.Parameter(torch.zeros(n_heads, self.head_width))
@@ -70,21 +68,11 @@ class TenerAttention(nn.Module):
         return torch.matmul(probs, val).transpose(1, 2).reshape(batch, n, width)
 
 
-class TenerLayer(nn.Module):
-    """TENER attention and a feed-forward sublayer, each with residual and layer norm."""
+class TenerLayer(ResidualLayer):
+    """TENER's layer: its attention over characters (reads attend) in the same residual layer as FLAT's."""
 
     def __init__(
         self, width: int, n_heads: int, ffn_width: int, *, dropout: float, attention_dropout: float, scaled: bool
     ) -> None:
-        super().__init__()
-        self.attention = TenerAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
-        self.norm1 = nn.LayerNorm(width)
-        self.ffn = nn.Sequential(
-            nn.Linear(width, ffn_width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn_width, width)
-        )
-        self.norm2 = nn.LayerNorm(width)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
-        x = self.norm1(x + self.dropout(self.attention(x, attend)))
-        return self.norm2(x + self.dropout(self.ffn(x)))
+        attention = TenerAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
+        super().__init__(attention, width, ffn_width, dropout=dropout)
