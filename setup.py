@@ -50,6 +50,7 @@ setup(
             "spacy-flat.FlatTagger.v1 = spacy_flat.architectures:build_flat_tagger",
             "spacy-flat.FlatTransformerTagger.v1 = spacy_flat.architectures:build_flat_transformer_tagger",
             "spacy-flat.TenerTagger.v1 = spacy_flat.architectures:build_tener_tagger",
+            "spacy-flat.DcsanTagger.v1 = spacy_flat.architectures:build_dcsan_tagger",
         ],
         "spacy_misc": [
             "spacy-flat.jieba_lexicon.v1 = spacy_flat.loaders:create_jieba_lexicon",

@@ -13,7 +13,7 @@ from .layers.featurizer import flat_featurizer
 from .layers.groups import flat_model
 from .layers.torch_tagger import torch_tagger
 from .layers.transformer_features import flat_transformer_model
-from .settings import LATTICE_ONLY, TRANSFORMER_ONLY, FlatSettings, settings_signature
+from .settings import FLAT_ONLY, LATTICE_ONLY, TRANSFORMER_ONLY, FlatSettings, settings_signature
 from .windows import Segment
 
 _TOK2VEC = inspect.Parameter(
@@ -64,6 +64,21 @@ def build_tener_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
     RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
     """
     return build_flat(FlatSettings(**settings, max_words=0, encoder="tener"))
+
+
+@registry.architectures("spacy-flat.DcsanTagger.v1")
+@settings_signature(exclude=TRANSFORMER_ONLY + FLAT_ONLY, scaled=False)
+def build_dcsan_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
+    """Build DC-SAN (Zhao et al.): each character's soft-lexicon word sets (the
+    lattice words it begins, is inside, ends), a cross-lattice attention from
+    those sets to the characters, a gated fusion, then TENER's self-attention
+    layers over characters; the same lexicon, embeddings, CRF, windows and saving
+    as FLAT. Word frequencies for the sets' weights are not read yet (plain means).
+
+    settings: The `FlatSettings` fields but FLAT's attention ablations.
+    RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
+    """
+    return build_flat(FlatSettings(**settings, encoder="dcsan"))
 
 
 def build_flat(

@@ -10,6 +10,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from .crf import ConstrainedCRF
+from .dcsan import DcsanInput
 from .embeddings import HashEmbedding, TypeEmbedding
 from .flat_layer import FlatLayer
 from .position import PositionFusion, RelativePositions, relative_positions
@@ -52,8 +53,12 @@ class FlatTagger(nn.Module):
         self.word_proj = nn.Linear(s.word_width, s.width)
         self.embed_dropout = nn.Dropout(s.embed_dropout)
         # TENER: characters only, its own relative positions, no lattice position term.
-        self.tener = s.encoder == "tener"
+        # DC-SAN: characters attended by their soft-lexicon word sets, then TENER's layers.
+        self.tener = s.encoder in ("tener", "dcsan")
         self.position = None if self.tener else PositionFusion(s.width, head_only=s.head_only)
+        self.dcsan: Optional[DcsanInput] = None
+        if s.encoder == "dcsan":
+            self.dcsan = DcsanInput(s.word_width, s.width, s.n_heads, attention_dropout=s.attention_dropout)
         layer = TenerLayer if self.tener else FlatLayer
         self.layers = nn.ModuleList(
             layer(
@@ -181,9 +186,13 @@ class FlatTagger(nn.Module):
         if self.type_embed is not None and word_types is not None:
             words = words + self.type_embed(word_types)
         chars = self.char_proj(self.embed_dropout(chars))
-        words = self.word_proj(self.embed_dropout(words))
-        x = chars.new_zeros(batch * n, self.width)
-        x = x.index_copy(0, char_index, chars).index_copy(0, word_index, words).view(batch, n, self.width)
+        if self.dcsan is not None:
+            x = self.dcsan(chars, self.embed_dropout(words), heads, tails, word_index, token_mask, char_mask)
+            token_mask = char_mask  # the self-lattice layers read characters only
+        else:
+            words = self.word_proj(self.embed_dropout(words))
+            x = chars.new_zeros(batch * n, self.width)
+            x = x.index_copy(0, char_index, chars).index_copy(0, word_index, words).view(batch, n, self.width)
         inputs = self._layer_inputs(heads, tails, token_mask)
         for layer in self.layers:
             if recompute and torch.is_grad_enabled():
@@ -218,7 +227,7 @@ class FlatTagger(nn.Module):
             far = (heads[:, :, None] - heads[:, None, :]).abs() > self.max_distance
             attend = attend & ~far
         # Padded query rows attend to themselves so softmax stays finite.
-        eye = torch.eye(heads.shape[1], dtype=torch.bool, device=heads.device)[None]
+        eye = torch.eye(token_mask.shape[1], dtype=torch.bool, device=heads.device)[None]
         return attend | (eye & ~token_mask[:, :, None])
 
     def loss(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, TypeVar, cast
 
-ENCODERS = ("flat", "tener")
+ENCODERS = ("flat", "tener", "dcsan")
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,9 @@ class FlatSettings:
         transformer features may go without.
     learn_rate_scale (float): The torch module's learning rate as a multiple of
         the optimizer's (FLAT+BERT trains FLAT faster than the transformer).
-    encoder (str): "flat" (the lattice of characters and words) or "tener"
-        (characters only, TENER's layers); set by the registered builder.
+    encoder (str): "flat" (the lattice of characters and words), "tener"
+        (characters only, TENER's layers) or "dcsan" (characters attended by their
+        word sets, then TENER's layers); set by the registered builder.
     """
 
     width: int = 160
@@ -86,8 +87,10 @@ class FlatSettings:
 
 # The settings only a model with transformer features takes, and the one each builder sets.
 TRANSFORMER_ONLY = ("use_char_embeddings", "learn_rate_scale", "encoder")
-# Settings of FLAT's lattice, which TENER (characters only) does not have.
-LATTICE_ONLY = ("word_width", "word_rows", "max_words", "mask_self_matched", "max_distance", "head_only")
+# Settings of FLAT's lattice attention, which TENER and DC-SAN do not have, and
+# of the lattice words, which TENER (characters only) does not have either.
+FLAT_ONLY = ("mask_self_matched", "max_distance", "head_only")
+LATTICE_ONLY = ("word_width", "word_rows", "max_words", *FLAT_ONLY)
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -8,7 +8,7 @@ import pytest
 
 PACKAGE = Path(__file__).parent.parent / "spacy_flat"
 
-TORCH_SIDE = {"encoder", "flat_layer", "tener", "embeddings", "position", "position_scores", "crf"}
+TORCH_SIDE = {"encoder", "flat_layer", "tener", "dcsan", "embeddings", "position", "position_scores", "crf"}
 DATA_SIDE = {
     "boundaries",
     "lexicon",

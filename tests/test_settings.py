@@ -6,7 +6,12 @@ import inspect
 import pytest
 import spacy
 
-from spacy_flat.architectures import build_flat_tagger, build_flat_transformer_tagger, build_tener_tagger
+from spacy_flat.architectures import (
+    build_dcsan_tagger,
+    build_flat_tagger,
+    build_flat_transformer_tagger,
+    build_tener_tagger,
+)
 from spacy_flat.settings import FlatSettings, settings_signature
 
 
@@ -24,6 +29,8 @@ def test_builder_signatures_are_the_settings():
     tener = inspect.signature(build_tener_tagger).parameters
     assert not {"word_rows", "max_words", "mask_self_matched", "encoder"} & set(tener)
     assert tener["scaled"].default is False and plain["scaled"].default is True
+    dcsan = inspect.signature(build_dcsan_tagger).parameters
+    assert {"word_rows", "max_words"} <= set(dcsan) and not {"mask_self_matched", "encoder"} & set(dcsan)
 
 
 def test_defaults_of_the_signature_apply_when_called_from_python():

@@ -41,6 +41,9 @@ SCHEDULED = {
     "resume_tener.cfg": ("resume/train.char.bmes", 0, 30),
     "weibo_tener.cfg": ("weibo/weiboNER_2nd_conll.train", 0, 30),
     "msra_tener.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
+    "resume_dcsan.cfg": ("resume/train.char.bmes", 0, 30),
+    "weibo_dcsan.cfg": ("weibo/weiboNER_2nd_conll.train", 0, 30),
+    "msra_dcsan.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
 }
 
 
