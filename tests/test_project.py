@@ -50,7 +50,7 @@ def test_project_all_on_a_slice(tmp_path: Path):
     assets.mkdir(parents=True)
     for split in ("train", "dev", "test"):
         head_sentences(SHARED / "data" / "resume" / f"{split}.char.bmes", assets / f"{split}.char.bmes", 20)
-    run_workflow(project, "all", "assets/resume/", ["--vars.train_overrides=--training.max_steps=2"])
+    run_workflow(project, "all", "assets/resume/", ["--vars.train_override=training.max_steps=2"])
     scores = json.loads((project / "metrics" / "resume" / "scores.json").read_text(encoding="utf8"))
     assert {"ents_f", "ents_per_type", "span_f", "type_acc"} <= set(scores)
     assert "<table>" in (project / "metrics" / "resume" / "samples.html").read_text(encoding="utf8")
@@ -79,7 +79,7 @@ def test_project_news_on_a_slice(tmp_path: Path):
         project,
         "news",
         "assets/msra/",
-        ["--vars.train_overrides=--training.max_steps=2", "--vars.msra_dev_sentences=5"],
+        ["--vars.train_override=training.max_steps=2", "--vars.msra_dev_sentences=5"],
     )
     assert json.loads((project / "metrics" / "news" / "scores.json").read_text(encoding="utf8"))["ents_per_type"]
     (wheel,) = (project / "packages").glob("zh_flat_news-*/dist/*.whl")
@@ -119,7 +119,7 @@ def test_project_pretrained_on_a_slice(tmp_path: Path):
     (project / "assets" / "lexicons").symlink_to(SHARED / "lexicons")
     (project / "assets" / "vectors").mkdir()
     (project / "assets" / "vectors" / "words.vector").symlink_to(SHARED / "vectors/synonyms-wiki-w2v-100d/words.vector")
-    overrides = ["--vars.dataset=weibo", "--vars.train_overrides=--training.max_steps=2"]
+    overrides = ["--vars.dataset=weibo", "--vars.train_override=training.max_steps=2"]
     run_workflow(project, "pretrained", ("assets/weibo/", "assets/corpora/"), overrides)
     report = json.loads((project / "training" / "pretrained" / "weibo" / "report.json").read_text(encoding="utf8"))
     assert report["stages"]["bigrams"]["rows"] > 1000
@@ -198,6 +198,7 @@ def test_msra_fetch_unzip_and_checksums(tmp_path: Path, damage: bool):
     assert fetched.returncode == 0, fetched.stdout[-3000:] + fetched.stderr[-3000:]
     mirrors = [f"--vars.{name}_home={SHARED / 'data' / name}" for name in ("resume", "weibo")]
     mirrors.append(f"--vars.word_vectors_home={SHARED / 'vectors' / 'synonyms-wiki-w2v-100d'}")
+    mirrors += [f"--vars.corpora_home={SHARED / 'corpora'}", f"--vars.lexicons_home={SHARED / 'lexicons'}"]
     assets = subprocess.run(
         [*run, "assets", str(project), "--extra", *mirrors], capture_output=True, text=True, cwd=project
     )
