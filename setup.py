@@ -60,6 +60,7 @@ setup(
             "spacy-flat.lac_char_vectors.v1 = spacy_flat.loaders:create_lac_char_vectors",
             "spacy-flat.word2vec_char_vectors.v1 = spacy_flat.loaders:create_word2vec_char_vectors",
             "spacy-flat.word2vec_bigram_vectors.v1 = spacy_flat.loaders:create_word2vec_bigram_vectors",
+            "spacy-flat.word_counts.v1 = spacy_flat.loaders:create_word_counts",
         ],
         "thinc_schedules": ["spacy-flat.warmup_linear.v1 = spacy_flat.schedules:warmup_linear_from_first_step"],
         "spacy_scorers": ["spacy-flat.char_ner_scorer.v1 = spacy_flat.scorer:make_char_ner_scorer"],

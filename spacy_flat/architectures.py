@@ -73,7 +73,8 @@ def build_dcsan_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
     lattice words it begins, is inside, ends), a cross-lattice attention from
     those sets to the characters, a gated fusion, then TENER's self-attention
     layers over characters; the same lexicon, embeddings, CRF, windows and saving
-    as FLAT. Word frequencies for the sets' weights are not read yet (plain means).
+    as FLAT. Each set weighs its words by frequency z(w) + b (eq. 4-5): counted
+    on the training texts at initialization, or read with spacy-flat.word_counts.v1.
 
     settings: The `FlatSettings` fields but FLAT's attention ablations.
     RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).

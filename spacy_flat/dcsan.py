@@ -23,7 +23,7 @@ def soft_lexicon(
     tails: torch.Tensor,
     is_word: torch.Tensor,
     n_chars: int,
-    counts: Optional[torch.Tensor],
+    weights: Optional[torch.Tensor],
     floor: float,
 ) -> torch.Tensor:
     """Each character's four word-set vectors, side by side (eq. 3-5):
@@ -33,8 +33,8 @@ def soft_lexicon(
     words (B, n, d_w): the lattice's word embeddings e_w at their token positions.
     heads, tails (B, n): token spans; is_word (B, n) bool: the tokens that are words.
     n_chars (int): characters per row (the first tokens of each row).
-    counts (B, n) or None: each word's frequency z(w); None gives every word 0.
-    floor (float): b, added to every frequency.
+    weights (B, n) or None: each word's weight z(w) + b; None weighs every word `floor`.
+    floor (float): b, every word's weight when there are no frequencies (the plain mean).
     RETURNS (torch.Tensor): (B, n_chars, 4 d_w), zeros where a set is empty.
     """
     chars = torch.arange(n_chars, device=heads.device)[None, :, None]  # 1 C 1
@@ -49,7 +49,7 @@ def soft_lexicon(
         ],
         dim=1,
     )  # B 4 C n
-    weight = (counts if counts is not None else torch.zeros_like(heads, dtype=words.dtype)) + floor
+    weight = weights if weights is not None else torch.full_like(heads, floor, dtype=words.dtype)
     weighted = member.to(words.dtype) * weight.to(words.dtype)[:, None, None, :]
     total = weighted.sum(dim=(1, 3), keepdim=True).clamp_min(1e-12)  # Z per character
     sets = torch.matmul(weighted / total, words[:, None])  # B 4 C d_w
@@ -106,8 +106,9 @@ class DcsanInput(nn.Module):
     character (eq. 3-6), the cross-lattice attention (eq. 7-10) and the gated
     fusion (eq. 11-14), from FLAT's character and lattice-word embeddings.
 
-    floor (float): b of eq. 4-5. Without word frequencies every word weighs b,
-        so each set is the plain mean of its words (frequencies are to come).
+    floor (float): Each word's weight when the lexicon has no frequencies (each
+        set is then the plain mean of its words). With frequencies, the featurizer
+        gives each word z(w) + b (`word_counts.py`).
     """
 
     def __init__(self, word_width: int, width: int, n_heads: int, *, attention_dropout: float, floor: float = 1.0):
@@ -126,14 +127,19 @@ class DcsanInput(nn.Module):
         word_index: torch.Tensor,
         token_mask: torch.Tensor,
         char_mask: torch.Tensor,
+        word_weights: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        """chars (N_c, d) projected; words (N_w, d_w) embedded → F (B, C, d) over characters only."""
+        """chars (N_c, d) projected; words (N_w, d_w) embedded; word_weights (N_w,)
+        z(w) + b or None → F (B, C, d) over characters only."""
         batch, n = heads.shape
         n_chars = char_mask.shape[1]
         laid = words.new_zeros(batch * n, words.shape[1]).index_copy(0, word_index, words).view(batch, n, -1)
         position = torch.arange(n, device=heads.device)[None, :]
         is_word = token_mask & (position >= char_mask.sum(1, keepdim=True))
-        y = self.sets(soft_lexicon(laid, heads, tails, is_word, n_chars, None, self.floor))
+        weights = None
+        if word_weights is not None:
+            weights = words.new_zeros(batch * n).index_copy(0, word_index, word_weights.to(words.dtype)).view(batch, n)
+        y = self.sets(soft_lexicon(laid, heads, tails, is_word, n_chars, weights, self.floor))
         x = chars.new_zeros(batch, n_chars, chars.shape[1])
         x[char_mask] = chars
         return self.fusion(self.cross(y, x, char_mask), y)

@@ -144,6 +144,7 @@ class FlatTagger(nn.Module):
         bigram_vectors: Optional[torch.Tensor] = None,
         bigram_missing: Optional[torch.Tensor] = None,
         word_types: Optional[torch.Tensor] = None,
+        word_weights: Optional[torch.Tensor] = None,
         recompute: bool = False,
     ) -> torch.Tensor:
         """Emission scores for every character.
@@ -156,7 +157,7 @@ class FlatTagger(nn.Module):
         bigram_hashes (N_c, k), word_vectors (N_w, vector_width),
             char_features (N_c, feature_width), bigram_vectors (N_c, width) and
             bigram_missing (N_c,) bool (bigrams the table lacks), word_types
-            (N_w,) int64 type bits: optional.
+            (N_w,) int64 type bits and word_weights (N_w,) (DC-SAN's z(w) + b): optional.
         recompute (bool): Keep no attention-sized activations for backward and
             recompute them there (torch's activation checkpointing, same dropout
             masks), so a batch encoded in several groups holds one group's
@@ -187,7 +188,9 @@ class FlatTagger(nn.Module):
             words = words + self.type_embed(word_types)
         chars = self.char_proj(self.embed_dropout(chars))
         if self.dcsan is not None:
-            x = self.dcsan(chars, self.embed_dropout(words), heads, tails, word_index, token_mask, char_mask)
+            x = self.dcsan(
+                chars, self.embed_dropout(words), heads, tails, word_index, token_mask, char_mask, word_weights
+            )
             token_mask = char_mask  # the self-lattice layers read characters only
         else:
             words = self.word_proj(self.embed_dropout(words))

@@ -37,6 +37,8 @@ class FlatBatch:
     bigram_missing: Optional[numpy.ndarray] = None
     # (N_w,) int64: each word's type bits (Lexicon.type_bits); None when the lexicon has no types.
     word_types: Optional[numpy.ndarray] = None
+    # (N_w,) float32: each word's weight z(w) + b in DC-SAN's word sets; None when the lexicon has no counts.
+    word_weights: Optional[numpy.ndarray] = None
     # (N_c, width) per-character features from a transformer, set by the
     # transformer architecture; an xp array (NumPy or CuPy).
     char_features: Optional[Any] = None
@@ -130,6 +132,7 @@ def featurize(
         bigram_vectors=gram_vectors,
         bigram_missing=missing,
         word_types=lexicon.type_bits[all_rows] if lexicon.types else None,
+        word_weights=None if lexicon.counts is None else lexicon.counts[all_rows] + lexicon.count_floor,
     )
 
 

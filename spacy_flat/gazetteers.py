@@ -39,7 +39,7 @@ def read_gazetteer(path: PathLike) -> Tuple[List[str], LoadReport]:
     """
     path = Path(path)
     report = LoadReport(str(path))
-    lines = _lines(path)
+    lines = read_lines(path)
     name = path.name[: -len(path.suffix)] if path.suffix in COMPRESSED else path.name
     rows = _csv_words(lines, path) if name.endswith(".csv") else _plain_words(lines)
     report.read = len(rows)
@@ -54,7 +54,7 @@ def read_typed_words(path: PathLike) -> Tuple[Dict[str, List[str]], LoadReport]:
     path = Path(path)
     report = LoadReport(str(path))
     by_type: Dict[str, List[str]] = {}
-    for line_no, line in enumerate(_lines(path), 1):
+    for line_no, line in enumerate(read_lines(path), 1):
         if not line.strip():
             report.repair("blank lines")
             continue
@@ -90,7 +90,9 @@ def add_gazetteers(lexicon: Lexicon, gazetteers: Dict[str, str], typed_words: Op
             lexicon.extend(words, types=(type_name,))
 
 
-def _lines(path: Path) -> List[str]:
+def read_lines(path: Path) -> List[str]:
+    """RETURNS (List[str]): The lines of a small text file (xz/gz/bz2 or not), any line end;
+    LexiconError names the file (and line, for bad UTF-8)."""
     if not path.exists():
         raise LexiconError(f"{path}: no such word list")
     try:

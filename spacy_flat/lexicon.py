@@ -66,6 +66,9 @@ class Lexicon:
         # Type names in the order they were first given (a type's bit is its index).
         self.types: List[str] = []
         self._type_bits = numpy.zeros(len(self._words), dtype="int64")
+        # Word frequencies z(w) and their floor b (DC-SAN's set weights); None until counted.
+        self._counts: Optional[numpy.ndarray] = None
+        self.count_floor = 1.0
         self._automaton: Optional[ahocorasick.Automaton] = None
 
     def __len__(self) -> int:
@@ -91,6 +94,22 @@ class Lexicon:
     def type_bits(self) -> numpy.ndarray:
         """RETURNS (numpy.ndarray): (n_words,) int64; bit k set when the word has `types[k]`."""
         return self._type_bits
+
+    @property
+    def counts(self) -> Optional[numpy.ndarray]:
+        """RETURNS (Optional[numpy.ndarray]): (n_words,) float32 frequencies, or None if never counted."""
+        return self._counts
+
+    def set_counts(self, counts: numpy.ndarray, floor: float) -> None:
+        """Set every word's frequency z(w) and the floor b added to each (`word_counts.py`).
+
+        counts (numpy.ndarray): (n_words,) frequencies in row order.
+        floor (float): b, added to every frequency when words are weighted.
+        """
+        if counts.shape != (len(self._words),):
+            raise LexiconError(f"Expected {len(self._words)} counts, got an array of shape {counts.shape}")
+        self._counts = counts.astype("float32")
+        self.count_floor = float(floor)
 
     def types_of(self, word: str) -> List[str]:
         """RETURNS (List[str]): The types of `word`; empty if it has none or is absent."""
@@ -136,6 +155,7 @@ class Lexicon:
             self._vectors = numpy.vstack([self._vectors, numpy.zeros((1, self.vector_width), dtype="float32")])
             self._has_vector = numpy.append(self._has_vector, False)
             self._type_bits = numpy.append(self._type_bits, 0)
+            self._grow_counts(1)
             self._automaton = None
         if vector is not None:
             self._vectors[row] = vector
@@ -171,10 +191,16 @@ class Lexicon:
             self._vectors = numpy.vstack([self._vectors, numpy.zeros((added, self.vector_width), dtype="float32")])
             self._has_vector = numpy.append(self._has_vector, numpy.zeros(added, dtype=bool))
             self._type_bits = numpy.append(self._type_bits, numpy.zeros(added, dtype="int64"))
+            self._grow_counts(added)
             self._automaton = None
         if bits and rows:
             self._type_bits[numpy.asarray(rows)] |= bits
         return added
+
+    def _grow_counts(self, added: int) -> None:
+        # A word added after counting was not seen in the counted text: z(w) = 0.
+        if self._counts is not None:
+            self._counts = numpy.append(self._counts, numpy.zeros(added, dtype="float32"))
 
     def _bits(self, types: Sequence[str]) -> int:
         bits = 0
@@ -232,6 +258,8 @@ class Lexicon:
                 "normalize": self.normalize,
                 "types": self.types,
                 "type_bits": self._type_bits.astype("<i8").tobytes(),
+                "counts": None if self._counts is None else self._counts.astype("<f4").tobytes(),
+                "count_floor": self.count_floor,
             }
         )
 
@@ -256,6 +284,11 @@ class Lexicon:
             type_bits = numpy.frombuffer(msg.get("type_bits", b""), dtype="<i8")
             if types and type_bits.shape[0] != len(words):
                 raise ValueError(f"{type_bits.shape[0]} type rows for {len(words)} words")
+            # Absent in lexicons saved before word counts (0.3.0).
+            counts = msg.get("counts")
+            counts = None if counts is None else numpy.frombuffer(counts, dtype="<f4")
+            if counts is not None and counts.shape[0] != len(words):
+                raise ValueError(f"{counts.shape[0]} counts for {len(words)} words")
         except Exception as err:  # any decoding failure means a damaged file
             raise LexiconError(f"Damaged lexicon in {source}: {err}") from err
         # The stored rows are already scaled; the flag applies to words added later.
@@ -267,4 +300,6 @@ class Lexicon:
         lexicon.types = types
         if types:
             lexicon._type_bits = type_bits.astype("int64")
+        if counts is not None:
+            lexicon.set_counts(counts, float(msg.get("count_floor", 1.0)))
         return lexicon

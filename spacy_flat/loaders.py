@@ -2,6 +2,7 @@
 `[initialize]` block. They read files (`readers.py`) and know nothing of the model.
 """
 
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy
@@ -12,6 +13,7 @@ from .gazetteers import add_gazetteers
 from .lexicon import Lexicon
 from .readers import jieba_dir, read_lac_char_table, read_word2vec, read_word2vec_chars, read_word_list
 from .vectors import unit_rows
+from .word_counts import read_word_counts
 
 # Every lexicon loader takes typed word lists (gazetteers) too:
 #   gazetteers (Optional[Dict[str, str]]): type name -> a word list, or several
@@ -113,6 +115,18 @@ def create_word_list_lexicon(
     def load() -> Lexicon:
         words, _ = read_word_list(path, column=column)
         return _typed(Lexicon(words), gazetteers, typed_words)
+
+    return load
+
+
+@registry.misc("spacy-flat.word_counts.v1")
+def create_word_counts(path: str) -> Callable[[], Dict[str, float]]:
+    """Word frequencies for DC-SAN's word-set weights from a `word<TAB>count` file
+    (`pretrain-vectors` writes `words.counts.tsv` beside its word table). Without
+    one, `flat_ner` counts the lexicon's words on its training data."""
+
+    def load() -> Dict[str, float]:
+        return read_word_counts(Path(path))
 
     return load
 

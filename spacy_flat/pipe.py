@@ -28,6 +28,7 @@ from .resources import FlatResources
 from .saving import SavedWithResources
 from .tags import TagSet
 from .windows import Segment, Segmenter
+from .word_counts import counts_from_table, counts_from_texts
 
 logger = logging.getLogger("spacy.flat")
 
@@ -155,6 +156,7 @@ class FlatNER(SavedWithResources, TrainablePipe):
         lexicon: Optional[Callable[[], Lexicon]] = None,
         char_vectors: Optional[Callable[[], Tuple[CharVocab, numpy.ndarray]]] = None,
         bigram_vectors: Optional[Callable[[], Lexicon]] = None,
+        word_counts: Optional[Callable[[], Dict[str, float]]] = None,
     ) -> None:
         """Set labels, load the lexicon and character vectors, build the model.
 
@@ -165,6 +167,9 @@ class FlatNER(SavedWithResources, TrainablePipe):
         char_vectors (Optional[Callable]): Character-vector loader; jieba's LAC table if None.
         bigram_vectors (Optional[Callable[[], Lexicon]]): Pretrained bigram table
             (spacy-flat.word2vec_bigram_vectors.v1); needs the model's bigram_vectors = true.
+        word_counts (Optional[Callable[[], Dict[str, float]]]): Word frequencies for
+            DC-SAN's word sets (spacy-flat.word_counts.v1); counted on the training
+            texts if None. Other architectures do not read them.
         """
         validate_get_examples(get_examples, "FlatNER.initialize")
         entities = [ent for eg in get_examples() for ent in eg.reference.ents]
@@ -187,6 +192,8 @@ class FlatNER(SavedWithResources, TrainablePipe):
                 f"A bigram table was given but the model does not read it: set "
                 f"[components.{self.name}.model] bigram_vectors = true"
             )
+        if self.tagger.module.dcsan is not None:
+            self._count_words(lexicon_, get_examples, word_counts)
         self.resources = FlatResources(lexicon_, char_vocab, bigrams)
         self.cfg["word_types"] = list(lexicon_.types)
         # Infers the width of transformer features, if the model has them.
@@ -194,6 +201,20 @@ class FlatNER(SavedWithResources, TrainablePipe):
         self.cfg["feature_width"] = self.model.get_dim("nF") if self.model.has_dim("nF") else 0
         self._configure()
         self.tagger.set_char_vectors(table)
+
+    def _count_words(
+        self,
+        lexicon: Lexicon,
+        get_examples: Callable[[], Iterable[Example]],
+        word_counts: Optional[Callable[[], Dict[str, float]]],
+    ) -> None:
+        if word_counts is not None:
+            seen, floor = counts_from_table(lexicon, word_counts())
+            source = "the counts file"
+        else:
+            seen, floor = counts_from_texts(lexicon, (eg.reference.text for eg in get_examples()))
+            source = "the training texts"
+        logger.info("%s: word frequencies of %d lexicon words from %s, floor b = %g", self.name, seen, source, floor)
 
     def _configure(self) -> None:
         """Rebuild the shapes that depend on data, before weights are set or loaded."""

@@ -13,6 +13,7 @@ DATA_SIDE = {
     "boundaries",
     "lexicon",
     "gazetteers",
+    "word_counts",
     "calibration",
     "lattice",
     "char_vocab",

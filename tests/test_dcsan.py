@@ -11,8 +11,10 @@ import torch
 from spacy.util import fix_random_seed
 
 from spacy_flat.dcsan import CrossLatticeAttention, GatedFusion, soft_lexicon
+from spacy_flat.errors import LexiconError
 from spacy_flat.lattice import build_lattice
 from spacy_flat.lexicon import Lexicon
+from spacy_flat.word_counts import count_floor, count_matches, counts_from_table, read_word_counts
 
 from .conftest import scores_of, small_lexicon, tiny_examples
 
@@ -56,10 +58,40 @@ def test_soft_lexicon_sets_of_a_hand_made_sentence():
     # Frequencies weigh the words (eq. 4-5): z(w) + b over the sum for all four sets.
     counts = {"南京": 9.0, "南京市": 3.0, "市长": 5.0, "长江": 7.0, "长江大桥": 1.0, "大桥": 2.0}
     words, heads, tails, is_word, n_chars, z = lattice_tensors(counts)
-    out = soft_lexicon(words, heads, tails, is_word, n_chars, z, floor=1.0).view(n_chars, 4, -1)
+    out = soft_lexicon(words, heads, tails, is_word, n_chars, z + 1.0, floor=1.0).view(n_chars, 4, -1)
     total = (7 + 1) + (1 + 1) + (5 + 1)
     expected_b = ((7 + 1) * word_vector("长江") + (1 + 1) * word_vector("长江大桥")) / total
     assert torch.allclose(out[3, 0], expected_b) and torch.allclose(out[3, 2], (5 + 1) * word_vector("市长") / total)
+
+
+def test_word_counts_skip_occurrences_inside_a_longer_match():
+    lexicon = Lexicon(WORDS)
+    counts = dict(zip(lexicon.words, count_matches(lexicon, [TEXT, TEXT, "长江边", "没有词"]).tolist()))
+    # 南京 lies inside 南京市, 长江 and 大桥 inside 长江大桥; 市长 overlaps 南京市 without lying inside it.
+    assert counts == {"南京": 0.0, "南京市": 2.0, "市长": 2.0, "长江": 1.0, "长江大桥": 2.0, "大桥": 0.0}
+    # b: 10% of the seen words occur less often; never below 1.
+    assert count_floor(numpy.array([0, 1, 2, 2, 40], dtype="float32")) == pytest.approx(1.3)
+    assert count_floor(numpy.zeros(3, dtype="float32")) == 1.0
+
+
+def test_word_counts_file_is_read_and_kept_with_the_lexicon(tmp_path):
+    path = tmp_path / "words.counts.tsv"
+    path.write_text("长江\t7\n南京\t3\n\n长江\t1\n不在词表\t100\n", encoding="utf8")
+    table = read_word_counts(path)
+    assert table == {"长江": 8.0, "南京": 3.0, "不在词表": 100.0}
+    lexicon = Lexicon(WORDS)
+    assert lexicon.counts is None
+    seen, floor = counts_from_table(lexicon, table)
+    assert seen == 2 and floor == pytest.approx(3.5)
+    lexicon.add("江边")  # added later: never counted
+    loaded = Lexicon.from_bytes(lexicon.to_bytes())
+    assert loaded.counts is not None and loaded.count_floor == pytest.approx(3.5)
+    assert loaded.counts[loaded.index("长江")] == 8.0 and loaded.counts[loaded.index("江边")] == 0.0
+    assert Lexicon.from_bytes(Lexicon(WORDS).to_bytes()).counts is None
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("长江\t7\n南京 3\n", encoding="utf8")
+    with pytest.raises(LexiconError, match=r"bad\.tsv:2"):
+        read_word_counts(bad)
 
 
 def test_cross_lattice_attention_and_fusion_equal_the_literal_equations():
@@ -128,9 +160,19 @@ def test_dcsan_trains_saves_loads_and_batches_like_one_doc_at_a_time(dcsan_nlp, 
     assert losses[-1] < losses[0] / 5
     module = nlp.get_pipe("flat_ner").tagger.module
     assert module.dcsan is not None and module.position is None
+    # Word frequencies were counted on the training texts and weigh the sets.
+    lexicon = nlp.get_pipe("flat_ner").lexicon
+    assert lexicon.counts is not None and lexicon.counts.sum() > 0 and lexicon.count_floor >= 1.0
+    seen = []
+    original = module.dcsan.forward
+    module.dcsan.forward = lambda *args: seen.append(args[-1]) or original(*args)
+    nlp("张三在北京大学工作。")
+    del module.dcsan.forward
+    assert seen[0] is not None and bool((seen[0] >= lexicon.count_floor).all())
     texts = ["张三在北京大学工作。", "李四", "", "王五住在上海，在华为公司任职。" * 3]
     nlp.to_disk(tmp_path / "dcsan")
     loaded = spacy.load(tmp_path / "dcsan")
+    numpy.testing.assert_array_equal(loaded.get_pipe("flat_ner").lexicon.counts, lexicon.counts)
     for text in texts[:2] + texts[3:]:
         numpy.testing.assert_allclose(scores_of(loaded, text), scores_of(nlp, text), rtol=1e-5, atol=1e-5)
     one_by_one = [[(e.start_char, e.end_char, e.label_) for e in nlp(t).ents] for t in texts]

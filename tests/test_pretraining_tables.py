@@ -11,6 +11,7 @@ from spacy.tokens import DocBin
 
 from spacy_flat.cli.main import main
 from spacy_flat.readers import read_word2vec
+from spacy_flat.word_counts import read_word_counts
 
 from .conftest import SHARED, needs_shared, small_config, tiny_examples, tiny_records
 
@@ -45,6 +46,9 @@ def test_pretrain_then_train_and_evaluate(tmp_path):
     assert vectors.shape[1] == 16 and "好" in chars
     words, _, _ = read_word2vec(out / "words.vec")
     assert words and all(len(w) >= 2 for w in words)
+    # The word table's frequencies, for DC-SAN's word sets: every row, in row order, at least min count.
+    counts = read_word_counts(out / "words.counts.tsv")
+    assert set(words) <= set(counts) and min(counts.values()) >= 1
     # Unchanged inputs: every stage is reused.
     assert main([*args, "--epochs", "2", "--no-progress"]) == 0
     again = json.loads((out / "report.json").read_text(encoding="utf8"))

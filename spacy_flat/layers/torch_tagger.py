@@ -191,6 +191,7 @@ def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[Arg
         "bigram_vectors": tensor(batch.bigram_vectors),
         "bigram_missing": tensor(batch.bigram_missing),
         "word_types": tensor(batch.word_types),
+        "word_weights": tensor(batch.word_weights),
         "recompute": batch.recompute,
     }
     if batch.char_features is not None:

@@ -239,6 +239,10 @@ def _train_table(tokens: Path, out: Path, table: str, settings: PretrainSettings
         seed=0,
     )
     model.wv.save_word2vec_format(str(out), binary=True)
+    # Frequencies for DC-SAN's word-set weights (spacy-flat.word_counts.v1), in the table's row order.
+    with out.with_suffix(".counts.tsv").open("w", encoding="utf8") as handle:
+        for word in model.wv.index_to_key:
+            handle.write(f"{word}\t{model.wv.get_vecattr(word, 'count')}\n")
     return {"rows": len(model.wv), "min_count": settings.min_count[table], "width": settings.width, "file": str(out)}
 
 
