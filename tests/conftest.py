@@ -110,7 +110,7 @@ def one_segment_per_group(monkeypatch: pytest.MonkeyPatch) -> List[int]:
 
     counts: List[int] = []
 
-    def one_each(lengths):  # type: ignore[no-untyped-def]
+    def one_each(lengths, **_):  # type: ignore[no-untyped-def]
         groups = list(budget_batches(lengths, pair_budget=1))
         counts.append(len(groups))
         return iter(groups)

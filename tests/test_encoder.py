@@ -109,6 +109,29 @@ def test_triples_are_deduplicated():
     assert pos.n_triples < int(mask.sum(1).pow(2).sum())
 
 
+@pytest.mark.parametrize("head_only", [False, True])
+def test_fused_positions_kept_for_prediction_follow_the_weights(head_only):
+    torch.manual_seed(0)
+    fusion = PositionFusion(16, head_only=head_only)
+    heads, tails, mask = random_lattice(3, seed=4)
+    pos = relative_positions(heads, tails, mask)
+    fresh = fusion(pos)  # autograd on: built per call, nothing kept
+    with torch.inference_mode():
+        kept = fusion(pos)
+        assert torch.allclose(kept, fresh, atol=1e-6)
+        assert fusion(pos) is not kept and fusion._cached is not None
+    with torch.no_grad():
+        fusion.w_r.weight.mul_(0.5)  # an optimizer step in place
+    changed = fusion(pos)
+    with torch.inference_mode():
+        assert torch.allclose(fusion(pos), changed, atol=1e-6)
+        # Distances past the kept range rebuild the tables.
+        far = relative_positions(heads * 40, tails * 40, mask)
+        with torch.enable_grad():
+            expected = fusion(far)
+        assert torch.allclose(fusion(far), expected, atol=1e-6)
+
+
 def _tagger_and_inputs(dropout: float = 0.0, n_layers: int = 1):
     """A small FlatTagger and the inputs of a random two-row batch."""
     torch.manual_seed(0)

@@ -4,7 +4,10 @@ scores and trains as one batch would."""
 import pickle
 
 import numpy
+import pytest
 from spacy.training import Example
+
+from spacy_flat.batching import PADDING_SLACK, budget_batches, length_buckets
 
 from .conftest import one_segment_per_group, tiny_examples
 
@@ -59,3 +62,28 @@ def test_recompute_is_used_only_for_several_groups_in_training(trained_nlp, monk
     ner.model.predict(segments)
     ner.model.begin_update(segments)
     assert flags == [False, False, False, False, False, True, True, True]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_prediction_groups_bound_their_padding(seed):
+    lengths = [int(n) for n in numpy.random.default_rng(seed).integers(1, 110, size=64)]
+    whole = list(budget_batches(lengths))
+    slack = list(budget_batches(lengths, padding_slack=PADDING_SLACK))
+    for groups in (whole, slack):
+        assert sorted(i for group in groups for i in group) == list(range(len(lengths)))
+    for group in slack:
+        longest = max(lengths[i] for i in group)
+        own = sum(lengths[i] ** 2 for i in group)
+        assert len(group) == 1 or len(group) * longest**2 <= PADDING_SLACK * own
+    assert len(whole) == 1 < len(slack)
+    assert list(budget_batches([10, 11, 12, 100, 101], padding_slack=1.5)) == [[0, 1, 2], [3, 4]]
+
+
+def test_crf_buckets_bound_their_padding_and_skip_empty_rows():
+    lengths = [5, 0, 40, 6, 41, 7, 0, 120]
+    buckets = length_buckets(lengths, slack=1.25)
+    assert sorted(i for bucket in buckets for i in bucket) == [0, 2, 3, 4, 5, 7]
+    assert buckets == [[0, 3, 5], [2, 4], [7]]
+    for bucket in buckets:
+        assert len(bucket) * max(lengths[i] for i in bucket) <= 1.25 * sum(lengths[i] for i in bucket)
+    assert length_buckets([0, 0]) == []

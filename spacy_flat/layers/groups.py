@@ -6,7 +6,7 @@ from typing import Callable, List, Tuple
 from thinc.api import Model, Ops
 from thinc.types import Floats3d, Ints1d
 
-from ..batching import budget_batches
+from ..batching import PADDING_SLACK, budget_batches
 from ..windows import Segment
 from .featurizer import SegmentGradients
 
@@ -46,6 +46,7 @@ def encode_in_groups(
     In training with several groups, each group's attention is recomputed in
     backward rather than kept, so memory stays at one group's whatever the
     number of windows; with one group (nearly every training batch) nothing changes.
+    In prediction, groups also keep padding small (`PADDING_SLACK`).
 
     RETURNS: The emissions, and a backprop that returns each segment's feature gradient.
     """
@@ -53,7 +54,10 @@ def encode_in_groups(
     ops = model.ops
     # Empty segments (empty docs) are not encoded; their rows stay zero-length.
     filled = [i for i, segment in enumerate(segments) if len(segment)]
-    groups = [[filled[k] for k in group] for group in budget_batches([len(segments[i]) for i in filled])]
+    # Training keeps its batches whole (more groups would mean recomputed attention).
+    slack = None if is_train else PADDING_SLACK
+    lengths = [len(segments[i]) for i in filled]
+    groups = [[filled[k] for k in group] for group in budget_batches(lengths, padding_slack=slack)]
     done = []
     for group in groups:
         batch, backprop_features = features([segments[i] for i in group], is_train)

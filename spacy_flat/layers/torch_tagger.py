@@ -10,6 +10,7 @@ from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, torch2xp, xp2torch
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d, Floats3d
 
+from ..batching import length_buckets
 from ..crf import FORBIDDEN
 from ..encoder import FlatTagger
 from ..features import FlatBatch
@@ -124,9 +125,8 @@ class TorchTagger:
         forbidden (Optional[numpy.ndarray]): (rows, chars, tags) bool: tags a
             character may not take (`BoundaryRules`); the best path under them is found.
         """
-        rows = [b for b, length in enumerate(lengths) if length]
         out: List[List[int]] = [[] for _ in lengths]
-        if rows:
+        for rows in length_buckets(lengths):
             emissions, mask = self._constrained(scores, lengths, forbidden, rows)
             for b, ids in zip(rows, self.module.decode(emissions, mask)):
                 out[b] = ids
@@ -142,12 +142,11 @@ class TorchTagger:
     ) -> List[List[float]]:
         """The CRF's probability of each (start, tag ids) run per row, under the
         same constraints as `decode` (`ConstrainedCRF.run_probabilities`)."""
-        rows = [b for b, length in enumerate(lengths) if length and runs[b]]
         out: List[List[float]] = [[] for _ in lengths]
-        if rows:
+        crf = self.module.crf
+        assert crf is not None, "FlatTagger.configure was not called"
+        for rows in length_buckets([length if runs[b] else 0 for b, length in enumerate(lengths)]):
             emissions, mask = self._constrained(scores, lengths, forbidden, rows)
-            crf = self.module.crf
-            assert crf is not None, "FlatTagger.configure was not called"
             for b, probs in zip(rows, crf.run_probabilities(emissions, mask, [runs[b] for b in rows], temperature)):
                 out[b] = probs
         return out
@@ -155,15 +154,14 @@ class TorchTagger:
     def _constrained(
         self, scores: Floats3d, lengths: Sequence[int], forbidden: Optional[numpy.ndarray], rows: List[int]
     ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The emissions of `rows` with forbidden tags masked, and their mask."""
-        device = self.device
-        emissions = xp2torch(scores, device=device)
+        """The emissions of `rows`, cut to their longest, with forbidden tags masked, and their mask."""
+        width = max(lengths[b] for b in rows)
+        # Rows come sorted by length (`length_buckets`): select them even when all are there.
+        emissions = xp2torch(scores[rows, :width], device=self.device)
         if forbidden is not None:
-            mask = torch.from_numpy(forbidden[:, : emissions.shape[1]]).to(device)
-            emissions = emissions.masked_fill(mask, FORBIDDEN)
-        if len(rows) < len(lengths):
-            emissions = emissions[rows]
-        return emissions, _padded([lengths[b] for b in rows], device)[:, : emissions.shape[1]]
+            chosen = torch.from_numpy(numpy.ascontiguousarray(forbidden[rows, :width])).to(self.device)
+            emissions = emissions.masked_fill(chosen, FORBIDDEN)
+        return emissions, _padded([lengths[b] for b in rows], self.device)
 
 
 def _padded(lengths: Sequence[int], device: torch.device) -> torch.Tensor:
