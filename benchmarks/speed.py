@@ -13,13 +13,16 @@ batch 1's (the paper's Figure 3: 4.97x for FLAT at batch 16 on a GPU).
 """
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, Iterable, List, Tuple
 
 import spacy
+import torch
 from spacy.language import Language
+from spacy.tokens import Doc
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import (
@@ -54,16 +57,39 @@ def flat(model: str, train_name: str) -> Language:
     return nlp
 
 
-def inference(nlp: Language, docs: List[str], repeats: int, batch_size: int) -> Dict[str, float]:
+def entities(docs: Iterable[Doc]) -> List[List[Tuple[int, int, str]]]:
+    return [[(e.start_char, e.end_char, e.label_) for e in doc.ents] for doc in docs]
+
+
+def inference(
+    pipelines: Dict[str, Language], docs: List[str], repeats: int, batch_size: int
+) -> Dict[str, Dict[str, List[float]]]:
+    """Characters per second of each pipeline one doc at a time and under
+    nlp.pipe, over `repeats` rounds that interleave every pipeline and mode, so
+    that a change in the machine's load reaches them all alike.
+
+    RETURNS: pipeline -> {"b1": [chars/s per round], "batch": [...], "same": [1.0 if
+        the batched entities equal those one doc at a time]}.
+    """
     chars = sum(len(t) for t in docs)
-    one = median_time(lambda: [nlp(t) for t in docs], repeats)
-    batched = median_time(lambda: list(nlp.pipe(docs, batch_size=batch_size)), repeats)
-    return {
-        "b1_chars": chars / one,
-        "b1_docs": len(docs) / one,
-        "batch_chars": chars / batched,
-        "batch_docs": len(docs) / batched,
-    }
+    out: Dict[str, Dict[str, List[float]]] = {name: {"b1": [], "batch": [], "same": []} for name in pipelines}
+    for nlp in pipelines.values():  # untimed warm-up: first-call set-up is not a cost
+        list(nlp.pipe(docs[:batch_size], batch_size=batch_size))
+    for _ in range(repeats):
+        for name, nlp in pipelines.items():
+            start = time.perf_counter()
+            one = [nlp(t) for t in docs]
+            out[name]["b1"].append(chars / (time.perf_counter() - start))
+            start = time.perf_counter()
+            batched = list(nlp.pipe(docs, batch_size=batch_size))
+            out[name]["batch"].append(chars / (time.perf_counter() - start))
+            out[name]["same"].append(float(entities(one) == entities(batched)))
+    return out
+
+
+def spread(values: List[float]) -> str:
+    """RETURNS (str): The median and range of chars/s figures."""
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}–{max(values):,.0f})"
 
 
 def decode_share(nlp: Language, docs: List[str]) -> float:
@@ -103,6 +129,22 @@ def training_speed(nlp: Language, name: str, n_batches: int) -> float:
     return len(egs) / (time.perf_counter() - start)
 
 
+def pipe_memory(model: str, name: str, batch_size: int, n_docs: int) -> float:
+    """Peak resident memory of nlp.pipe over a test set above the memory before
+    it (MB), in a fresh process so the high-water mark is this run's alone."""
+    import subprocess
+
+    code = (
+        "import sys; sys.path.insert(0, 'benchmarks'); from speed import flat; "
+        "from common import texts, reset_peak_rss, peak_rss_mb; "
+        f"nlp = flat({model!r}, 'resume'); docs = texts({name!r}, 'test')[:{n_docs}]; "
+        "list(nlp.pipe(docs[:8])); base = reset_peak_rss(); "
+        f"list(nlp.pipe(docs, batch_size={batch_size})); print(peak_rss_mb() - base)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def lattice_speed() -> Dict[str, float]:
     from spacy_flat.lexicon import Lexicon
     from spacy_flat.readers import jieba_dir, read_word_list
@@ -124,7 +166,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=40, help="training updates of 10 sentences per corpus")
     parser.add_argument("--batch-size", type=int, default=64, help="docs per nlp.pipe batch")
     parser.add_argument("--gpu-id", type=int, default=-1, help="run both pipelines on this GPU (spacy.require_gpu)")
-    parts = ("inference", "training", "lattice")
+    parts = ("inference", "memory", "training", "lattice")
     parser.add_argument("--parts", nargs="+", choices=parts, default=list(parts))
     parser.add_argument(
         "--allow-busy", action="store_true", help="time even when the load average says the machine is busy"
@@ -138,32 +180,42 @@ def main() -> None:
     )
     if "inference" in args.parts:
         ours, peer = flat(args.model, "resume"), spacy_ner("resume")
-        print(f"nlp.pipe: batches of {args.batch_size} docs\n")
-        print("| test set | pipeline | chars/s batch 1 | docs/s batch 1 | chars/s nlp.pipe | docs/s nlp.pipe |")
+        # The same model without entity probabilities (issue 18: their overhead).
+        plain = flat(args.model, "resume")
+        plain.get_pipe("flat_ner").cfg["scores_key"] = None
+        print(
+            f"nlp.pipe: batches of {args.batch_size} docs; {torch.get_num_threads()} torch thread(s); "
+            f"chars/s median (range) over {args.repeats} interleaved rounds\n"
+        )
+        print(
+            f"| test set | pipeline | chars/s batch 1 | chars/s batch {args.batch_size} | batch {args.batch_size} / "
+            "batch 1 | same entities batched |"
+        )
         print("|---|---|---|---|---|---|")
-        parallel = []
         for name in ("resume", "msra"):
             docs = texts(name, "test")[: args.docs]
-            a, b = (
-                inference(ours, docs, args.repeats, args.batch_size),
-                inference(peer, docs, args.repeats, args.batch_size),
-            )
-            for label, r in (("flat_ner", a), ("spaCy ner", b)):
-                print(
-                    f"| {name} ({len(docs)} docs) | {label} | {r['b1_chars']:.0f} | {r['b1_docs']:.1f} | "
-                    f"{r['batch_chars']:.0f} | {r['batch_docs']:.1f} |"
-                )
-            print(
-                f"| {name} | **flat/spaCy** | {a['b1_chars'] / b['b1_chars']:.2f}x | | "
-                f"{a['batch_chars'] / b['batch_chars']:.2f}x | |"
-            )
-            for label, r in (("flat_ner", a), ("spaCy ner", b)):
-                parallel.append(f"| {name} | {label} | {r['batch_chars'] / r['b1_chars']:.2f}x |")
-        print(f"\n| test set | pipeline | batch-parallel speed-up (batch {args.batch_size} over batch 1) |")
-        print("|---|---|---|")
-        print("\n".join(parallel))
+            pipelines = {"flat_ner": ours, "flat_ner, no probabilities": plain, "spaCy ner": peer}
+            rounds = inference(pipelines, docs, args.repeats, args.batch_size)
+            for label, r in rounds.items():
+                gain = statistics.median(r["batch"]) / statistics.median(r["b1"])
+                same = "yes" if all(r["same"]) else "NO"
+                cells = [f"{name} ({len(docs)} docs)", label, spread(r["b1"]), spread(r["batch"]), f"{gain:.2f}x", same]
+                print("| " + " | ".join(cells) + " |")
+            a, b = rounds["flat_ner"], rounds["spaCy ner"]
+            ratio_1 = statistics.median(a["b1"]) / statistics.median(b["b1"])
+            ratio_n = statistics.median(a["batch"]) / statistics.median(b["batch"])
+            print(f"| {name} | **flat / spaCy** | **{ratio_1:.2f}x** | **{ratio_n:.2f}x** | | |")
+            c = rounds["flat_ner, no probabilities"]
+            cost_1 = statistics.median(c["b1"]) / statistics.median(a["b1"]) - 1
+            cost_n = statistics.median(c["batch"]) / statistics.median(a["batch"]) - 1
+            print(f"| {name} | entity probabilities: extra time | {100 * cost_1:.1f}% | {100 * cost_n:.1f}% | | |")
         share = decode_share(ours, texts("resume", "test")[: args.docs])
         print(f"\nCRF decoding: {100 * share:.1f}% of flat_ner's nlp.pipe time on Resume test.")
+    if "memory" in args.parts:
+        print(f"\n| test set | flat_ner nlp.pipe batch {args.batch_size}: peak memory above the loaded pipeline |")
+        print("|---|---|")
+        for name in ("resume", "msra"):
+            print(f"| {name} ({args.docs} docs) | {pipe_memory(args.model, name, args.batch_size, args.docs):.0f} MB |")
     if "training" in args.parts:
         print(f"\n| training, {args.batches} batches of 10 | pipeline | sentences/s | s/epoch |")
         print("|---|---|---|---|")
