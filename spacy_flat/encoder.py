@@ -3,6 +3,7 @@ FLAT (or TENER) layers, emission scores and a CRF."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -197,12 +198,16 @@ class FlatTagger(nn.Module):
             x = chars.new_zeros(batch * n, self.width)
             x = x.index_copy(0, char_index, chars).index_copy(0, word_index, words).view(batch, n, self.width)
         inputs = self._layer_inputs(heads, tails, token_mask)
-        for layer in self.layers:
-            if recompute and torch.is_grad_enabled():
-                x = checkpoint(layer, x, *inputs, use_reentrant=False)
-            else:
-                x = layer(x, *inputs)
         n_chars = char_mask.shape[1]
+        for k, layer in enumerate(self.layers):
+            # Only characters reach the output, so the last layer computes no word rows
+            # (FLAT's lattice rows are a third or more of its tokens); keys keep every token.
+            last = k == len(self.layers) - 1 and self.position is not None and n_chars < x.shape[1]
+            run = partial(layer, n_queries=n_chars) if last else layer
+            if recompute and torch.is_grad_enabled():
+                x = checkpoint(run, x, *inputs, use_reentrant=False)
+            else:
+                x = run(x, *inputs)
         # Only characters go to the output layer; they open every row.
         out = self.output(self.output_dropout(x[:, :n_chars]))
         return out

@@ -4,7 +4,7 @@ with relative span positions (Li et al. 2020, eq. 11), and its feed-forward subl
 from __future__ import annotations
 
 import math
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import torch
 from torch import nn
@@ -44,11 +44,22 @@ class FlatAttention(nn.Module):
         self.w_o = nn.Linear(width, width)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, rel: torch.Tensor, pos: RelativePositions, attend: torch.Tensor) -> torch.Tensor:
-        """x (B, n, d); rel (n_triples, d) fused positions; attend (B, n, n) bool."""
+    def forward(
+        self,
+        x: torch.Tensor,
+        rel: torch.Tensor,
+        pos: RelativePositions,
+        attend: torch.Tensor,
+        n_queries: Optional[int] = None,
+    ) -> torch.Tensor:
+        """x (B, n, d); rel (n_triples, d) fused positions; attend (B, n, n) bool;
+        n_queries: attend from the first n_queries tokens only → (B, n_queries or n, d)."""
         batch, n, width = x.shape
         heads, hw = self.n_heads, self.head_width
-        q = self.w_q(x).view(batch, n, heads, hw).transpose(1, 2)  # B H n hw
+        n_q = n if n_queries is None else n_queries
+        if n_q < n:
+            pos, attend = pos.queries(n_q), attend[:, :n_q]
+        q = self.w_q(x[:, :n_q]).view(batch, n_q, heads, hw).transpose(1, 2)  # B H n_q hw
         k = self.w_k(x).view(batch, n, heads, hw).transpose(1, 2)
         val = self.w_v(x).view(batch, n, heads, hw).transpose(1, 2)
         rk = self.w_kr(rel).view(-1, heads, hw).permute(1, 2, 0)  # H hw U
@@ -60,7 +71,7 @@ class FlatAttention(nn.Module):
         probs = torch.softmax(scores, dim=-1)
         if self.dropout.p > 0:
             probs = self.dropout(probs)
-        out = torch.matmul(probs, val).transpose(1, 2).reshape(batch, n, width)
+        out = torch.matmul(probs, val).transpose(1, 2).reshape(batch, n_q, width)
         return self.w_o(out)
 
 
@@ -79,9 +90,16 @@ class ResidualLayer(nn.Module):
         self.norm2 = nn.LayerNorm(width)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, *inputs: Any) -> torch.Tensor:
-        """x (B, n, d) and what the attention reads besides it → (B, n, d)."""
-        x = self.norm1(x + self.dropout(self.attention(x, *inputs)))
+    def forward(self, x: torch.Tensor, *inputs: Any, n_queries: Optional[int] = None) -> torch.Tensor:
+        """x (B, n, d) and what the attention reads besides it → (B, n, d).
+
+        n_queries (Optional[int]): Compute only the first n_queries outputs of
+            each row (B, n_queries, d): keys and values still come from every token.
+        """
+        if n_queries is None:
+            x = self.norm1(x + self.dropout(self.attention(x, *inputs)))
+        else:
+            x = self.norm1(x[:, :n_queries] + self.dropout(self.attention(x, *inputs, n_queries=n_queries)))
         return self.norm2(x + self.dropout(self.ffn(x)))
 
 

@@ -40,6 +40,19 @@ class RelativePositions:
     def n_triples(self) -> int:
         return int(self.hh.shape[0])
 
+    def queries(self, n_queries: int) -> RelativePositions:
+        """The same triples seen from the first `n_queries` tokens of each row only
+        (the characters, for a last layer whose word rows nobody reads)."""
+        return RelativePositions(
+            self.index[:, :n_queries],
+            self.hh,
+            self.len_i,
+            self.len_j,
+            self.lengths[:, :n_queries],
+            self.mask[:, :n_queries],
+            self.query_length_start,
+        )
+
 
 def relative_positions(heads: torch.Tensor, tails: torch.Tensor, mask: torch.Tensor) -> RelativePositions:
     """Index the distinct position triples of a batch.

@@ -31,16 +31,17 @@ Chunk = Tuple[int, int, torch.Tensor]
 def position_scores(qv: torch.Tensor, rk: torch.Tensor, pos: RelativePositions) -> torch.Tensor:
     """(q_i + v) . RK[index(i, j)] for every pair.
 
-    qv (torch.Tensor): (B, H, n, hw) queries plus v, already scaled.
+    qv (torch.Tensor): (B, H, n_q, hw) queries plus v, already scaled.
     rk (torch.Tensor): (H, hw, n_triples) the triple table projected by W_kR.
-    pos (RelativePositions): the pair index and its length blocks.
-    RETURNS (torch.Tensor): (B, H, n, n) scores; rows of padded queries are zero.
+    pos (RelativePositions): the pair index (B, n_q, n) and its length blocks.
+    RETURNS (torch.Tensor): (B, H, n_q, n) scores; rows of padded queries are zero.
     """
-    batch, heads, n, hw = qv.shape
-    flat_q = qv.permute(2, 0, 1, 3).reshape(n * batch, heads, hw)
-    flat_index = pos.index.transpose(0, 1).reshape(n * batch, n)
+    batch, heads, n_q, hw = qv.shape
+    n_k = pos.index.shape[2]
+    flat_q = qv.permute(2, 0, 1, 3).reshape(n_q * batch, heads, hw)
+    flat_index = pos.index.transpose(0, 1).reshape(n_q * batch, n_k)
     out = _PositionScores.apply(flat_q, rk, flat_index, _plan_chunks(pos, heads))
-    return out.view(n, batch, heads, n).permute(1, 2, 0, 3)
+    return out.view(n_q, batch, heads, n_k).permute(1, 2, 0, 3)
 
 
 def _plan_chunks(pos: RelativePositions, heads: int) -> List[Chunk]:

@@ -204,3 +204,24 @@ def test_recompute_gives_the_same_scores_and_gradients_with_dropout():
     assert grads_a.keys() == grads_b.keys()
     for name in grads_a:
         torch.testing.assert_close(grads_a[name], grads_b[name], msg=name)
+
+
+@pytest.mark.parametrize("n_layers", [1, 2])
+def test_last_layer_without_word_rows_gives_the_same_characters(n_layers, monkeypatch):
+    """The last layer computes only the character rows (no output reads the
+    words'); scores and gradients equal those of the whole layer."""
+    from spacy_flat.flat_layer import ResidualLayer
+
+    results = []
+    for whole in (False, True):
+        model, inputs = _tagger_and_inputs(n_layers=n_layers)
+        if whole:
+            full = ResidualLayer.forward
+            monkeypatch.setattr(ResidualLayer, "forward", lambda self, x, *a, n_queries=None: full(self, x, *a))
+        out = model(*inputs)
+        out.pow(2).sum().backward()
+        results.append((out.detach(), model.char_proj.weight.grad.clone(), model.position.w_r.weight.grad.clone()))
+    (out_a, g_a, r_a), (out_b, g_b, r_b) = results
+    assert inputs[7].shape[1] < inputs[2].shape[1]  # the last layer did drop word rows
+    assert torch.allclose(out_a, out_b, atol=1e-5)
+    assert torch.allclose(g_a, g_b, atol=1e-5) and torch.allclose(r_a, r_b, atol=1e-5)

@@ -1,0 +1,121 @@
+"""FLAT, TENER and DC-SAN side by side on cost (issue 23): inference characters per
+second one doc at a time and under nlp.pipe, training seconds per epoch, and the
+peak memory of a training step on ten 300-character texts, each architecture
+built from its config under configs/ and spaCy's own `ner` beside them.
+
+Cost does not depend on training, so the models are initialized, not trained.
+Inference rounds interleave every pipeline (`speed.inference`); run it on a quiet
+machine, one thread and two:
+
+    OMP_NUM_THREADS=1 python benchmarks/family.py --docs 400 --repeats 3
+    python benchmarks/family.py --parts memory
+"""
+
+import argparse
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict
+
+import spacy
+import torch
+from spacy.language import Language
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import (
+    ROOT,
+    examples,
+    load_average,
+    machine,
+    peak_rss_mb,
+    require_quiet,
+    reset_peak_rss,
+    texts,
+    train_split,
+)
+from speed import TRAIN_SENTENCES, inference, spacy_ner, spread, training_speed
+
+ARCHITECTURES = {"FLAT": "{}.cfg", "TENER": "{}_tener.cfg", "DC-SAN": "{}_dcsan.cfg"}
+
+
+def from_config(name: str, dataset: str) -> Language:
+    """An initialized (untrained) pipeline of configs/<dataset>[_arch].cfg."""
+    config = spacy.util.load_config(ROOT / "configs" / name)
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True)
+    egs = examples(nlp, dataset, train_split(dataset))
+    nlp.initialize(lambda: egs[:500])
+    return nlp
+
+
+def step_memory(name: str) -> float:
+    """Peak memory (MB) of one training step on ten 300-character MSRA test
+    texts above the memory before it, in a fresh process."""
+    code = (
+        f"import sys; sys.path.insert(0, 'benchmarks'); from family import measure_step; print(measure_step({name!r}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def measure_step(name: str, length: int = 300, rows: int = 10) -> float:
+    from spacy.training import Example
+
+    source = "".join(texts("msra", "test"))
+    batch = [source[i * length : (i + 1) * length] for i in range(rows)]
+    nlp = from_config(name, "resume") if name != "spaCy ner" else spacy_ner("resume")
+    optimizer = nlp.resume_training()
+    warm = [Example.from_dict(nlp.make_doc(t[:10]), {"entities": []}) for t in batch]
+    nlp.update(warm, sgd=optimizer)
+    egs = [Example.from_dict(nlp.make_doc(t), {"entities": []}) for t in batch]
+    base = reset_peak_rss()
+    nlp.update(egs, sgd=optimizer)
+    return peak_rss_mb() - base
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--docs", type=int, default=400)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batches", type=int, default=40, help="training updates of 10 sentences")
+    parts = ("inference", "training", "memory")
+    parser.add_argument("--parts", nargs="+", choices=parts, default=list(parts))
+    parser.add_argument("--allow-busy", action="store_true")
+    args = parser.parse_args()
+    require_quiet(args.allow_busy)
+    print(f"Machine: {machine()}; {torch.get_num_threads()} torch thread(s); before: {load_average()}\n")
+    if "inference" in args.parts:
+        pipelines: Dict[str, Language] = {
+            arch: from_config(cfg.format("resume"), "resume") for arch, cfg in ARCHITECTURES.items()
+        }
+        pipelines["spaCy ner"] = spacy_ner("resume")
+        size = args.batch_size
+        print(f"| test set | pipeline | chars/s batch 1 | chars/s batch {size} | / spaCy ner at batch {size} |")
+        print("|---|---|---|---|---|")
+        for dataset in ("resume", "msra"):
+            docs = texts(dataset, "test")[: args.docs]
+            rounds = inference(pipelines, docs, args.repeats, args.batch_size)
+            peer = statistics.median(rounds["spaCy ner"]["batch"])
+            for label, r in rounds.items():
+                ratio = statistics.median(r["batch"]) / peer
+                print(f"| {dataset} | {label} | {spread(r['b1'])} | {spread(r['batch'])} | {ratio:.2f}x |")
+    if "training" in args.parts:
+        print(f"\n| training, {args.batches} batches of 10 | pipeline | sentences/s | s/epoch |")
+        print("|---|---|---|---|")
+        for dataset in ("resume", "msra"):
+            for arch, cfg in [*ARCHITECTURES.items(), ("spaCy ner", "")]:
+                nlp = spacy_ner(dataset) if arch == "spaCy ner" else from_config(cfg.format(dataset), dataset)
+                rate = training_speed(nlp, dataset, args.batches)
+                print(f"| {dataset} | {arch} | {rate:.1f} | {TRAIN_SENTENCES[dataset] / rate:.0f} |")
+    if "memory" in args.parts:
+        print("\n| pipeline | peak memory of a training step, 10 x 300 characters |")
+        print("|---|---|")
+        for arch, cfg in [*ARCHITECTURES.items(), ("spaCy ner", "spaCy ner")]:
+            name = cfg if arch == "spaCy ner" else cfg.format("resume")
+            print(f"| {arch} | {step_memory(name):.0f} MB |")
+    print(f"\nAfter: {load_average()}")
+
+
+if __name__ == "__main__":
+    main()
