@@ -49,6 +49,7 @@ setup(
         "spacy_architectures": [
             "spacy-flat.FlatTagger.v1 = spacy_flat.architectures:build_flat_tagger",
             "spacy-flat.FlatTransformerTagger.v1 = spacy_flat.architectures:build_flat_transformer_tagger",
+            "spacy-flat.DcsanTransformerTagger.v1 = spacy_flat.architectures:build_dcsan_transformer_tagger",
             "spacy-flat.TenerTagger.v1 = spacy_flat.architectures:build_tener_tagger",
             "spacy-flat.DcsanTagger.v1 = spacy_flat.architectures:build_dcsan_tagger",
         ],

@@ -82,6 +82,22 @@ def build_dcsan_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
     return build_flat(FlatSettings(**settings, encoder="dcsan"))
 
 
+@registry.architectures("spacy-flat.DcsanTransformerTagger.v1")
+@settings_signature(_TOK2VEC, exclude=("encoder", *FLAT_ONLY), learn_rate_scale=5.0, scaled=False)
+def build_dcsan_transformer_tagger(
+    tok2vec: Model[List[Doc], List[Floats2d]], **settings: Any
+) -> Model[List[Segment], Floats3d]:
+    """DC-SAN with character features from a transformer (the paper's DC-SAN with
+    BERT): the transformer's vectors, as FLAT+BERT takes them, are the characters
+    that the word sets attend to and fuse with.
+
+    tok2vec (Model[List[Doc], List[Floats2d]]): Token vectors, usually a
+        `spacy-transformers.TransformerListener.v1` (see FlatTransformerTagger).
+    settings: The `FlatSettings` fields but FLAT's attention ablations.
+    """
+    return build_flat(FlatSettings(**settings, encoder="dcsan"), tok2vec)
+
+
 def build_flat(
     settings: FlatSettings, tok2vec: Optional[Model[List[Doc], List[Floats2d]]] = None
 ) -> Model[List[Segment], Floats3d]:

@@ -32,6 +32,7 @@ def test_configs_exist_and_validate():
 SCHEDULED = {
     "resume.cfg": ("resume/train.char.bmes", 0, 30),
     "resume_trf.cfg": ("resume/train.char.bmes", 0, 10),
+    "resume_dcsan_trf.cfg": ("resume/train.char.bmes", 0, 10),
     "weibo.cfg": ("weibo/weiboNER_2nd_conll.train", 0, 30),
     "msra.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
     "msra_news.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 7),

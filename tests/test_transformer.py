@@ -19,7 +19,7 @@ from .conftest import (
 TINY_BERT = SHARED / "vectors" / "albert-tiny-chinese"
 
 
-def build(use_char_embeddings: bool = True):
+def build(use_char_embeddings: bool = True, architecture: str = "spacy-flat.FlatTransformerTagger.v1"):
     nlp = spacy.blank("zh")
     nlp.add_pipe(
         "transformer",
@@ -34,7 +34,7 @@ def build(use_char_embeddings: bool = True):
     )
     model = {
         **small_config()["model"],
-        "@architectures": "spacy-flat.FlatTransformerTagger.v1",
+        "@architectures": architecture,
         "use_char_embeddings": use_char_embeddings,
         "tok2vec": {
             "@architectures": "spacy-transformers.TransformerListener.v1",
@@ -109,6 +109,27 @@ def test_transformer_features_alone(tmp_path):
     nlp.initialize(lambda: examples)
     nlp.update(examples)
     assert nlp("张伟在北京。").text == "张伟在北京。"
+
+
+@needs_shared
+def test_dcsan_on_transformer_features_trains_saves_and_loads(tmp_path):
+    """DC-SAN with BERT: the transformer's vectors are the characters the word sets attend to."""
+    if not TINY_BERT.exists():
+        pytest.skip(f"{TINY_BERT} is absent")
+    nlp = build(architecture="spacy-flat.DcsanTransformerTagger.v1")
+    examples = tiny_examples(nlp)
+    nlp.initialize(lambda: examples)
+    ner = nlp.get_pipe("flat_ner")
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    module = ner.tagger.module
+    assert module.dcsan is not None and module.feature_width > 0 and ner.lexicon.counts is not None
+    optimizer = nlp.create_optimizer()
+    losses = [nlp.update(examples, sgd=optimizer, losses={})["flat_ner"] for _ in range(40)]
+    assert losses[-1] < losses[0] / 3
+    texts = ["张三在北京大学工作。", "王五住在上海。"]
+    nlp.to_disk(tmp_path / "dcsan-trf")
+    loaded = spacy.load(tmp_path / "dcsan-trf")
+    assert [ents(d) for d in loaded.pipe(texts)] == [ents(nlp(t)) for t in texts]
 
 
 def test_flat_learns_at_its_own_rate():
