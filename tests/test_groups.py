@@ -40,8 +40,10 @@ def test_groups_train_as_one_batch_with_recomputed_attention(trained_nlp, monkey
     assert seen == [len(examples)]
     (loss_a, weights_a), (loss_b, weights_b) = steps
     assert loss_a == numpy.float32(loss_b) or abs(loss_a - loss_b) < 1e-4 * abs(loss_a)
+    # Adam divides by the gradients' own scale, so float32 rounding of a near-zero
+    # gradient can move a weight by ~1e-6; a wrong recomputation moves it by the step (~1e-3).
     for name, value in weights_a.items():
-        numpy.testing.assert_allclose(weights_b[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
+        numpy.testing.assert_allclose(weights_b[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 def test_recompute_is_used_only_for_several_groups_in_training(trained_nlp, monkeypatch):
