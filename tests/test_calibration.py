@@ -104,3 +104,26 @@ def test_the_report_page_shows_errors_by_kind_pictures_and_a_colour_per_label(sa
         "spurious": 1,
     }
     assert errors["wrong type"]["examples"][0]["detail"] == "李四: LOC, gold PER"
+
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+
+
+def test_the_report_page_renders_in_a_real_browser(saved, tmp_path):
+    """Headless Chromium loads the page, lays out both pictures and the samples, and
+    screenshots it (`apt install chromium fonts-noto-cjk` gives a machine one)."""
+    import shutil
+    import subprocess
+
+    browser = next((shutil.which(name) for name in BROWSERS if shutil.which(name)), None)
+    if browser is None:
+        pytest.skip("no Chromium on this machine")
+    page = (saved / "metrics" / "samples.html").resolve().as_uri()
+    flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1280,2000"]
+    dom = subprocess.run([browser, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    # The DOM after parsing and layout: two pictures, the samples' entity marks, the least confident table.
+    assert dom.stdout.count("<svg") == 2 and "<mark" in dom.stdout and "Least confident" in dom.stdout
+    shot = tmp_path / "report.png"
+    done = subprocess.run([browser, *flags, f"--screenshot={shot}", page], capture_output=True, timeout=120)
+    assert done.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000

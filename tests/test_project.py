@@ -53,7 +53,7 @@ def test_project_all_on_a_slice(tmp_path: Path):
     run_workflow(project, "all", "assets/resume/", ["--vars.train_override=training.max_steps=2"])
     scores = json.loads((project / "metrics" / "resume" / "scores.json").read_text(encoding="utf8"))
     assert {"ents_f", "ents_per_type", "span_f", "type_acc"} <= set(scores)
-    assert "<table>" in (project / "metrics" / "resume" / "samples.html").read_text(encoding="utf8")
+    assert "<table" in (project / "metrics" / "resume" / "samples.html").read_text(encoding="utf8")
     wheels = list((project / "packages").glob("*/dist/*.whl"))
     assert len(wheels) == 1
     meta = json.loads((project / "training" / "resume" / "model-best" / "meta.json").read_text())

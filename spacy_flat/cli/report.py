@@ -106,9 +106,10 @@ def threshold_svg(curve: Sequence[Dict[str, float]], size: int = 240, pad: int =
         points = " ".join(f"{pad + c['threshold'] * size:.1f},{end - c[key] * size:.1f}" for c in curve)
         return f"<polyline points='{points}' fill='none' stroke='{colour}' stroke-width='2'/>"
 
+    # Above the plot: inside it, the legend sat on the lines it names.
     legend = (
-        f"<text x='{pad + 8}' y='{pad + 12}' font-size='11' fill='#0072b2'>precision</text>"
-        f"<text x='{pad + 8}' y='{pad + 26}' font-size='11' fill='#d55e00'>recall</text>"
+        f"<text x='{pad}' y='{pad - 12}' font-size='11' fill='#0072b2'>— precision</text>"
+        f"<text x='{pad + 90}' y='{pad - 12}' font-size='11' fill='#d55e00'>— recall</text>"
     )
     body = line("p", "#0072b2") + line("r", "#d55e00") + legend + _axes(size, pad, "threshold", "P / R")
     return _svg(size + pad + 10, size + pad + 40, body, "precision and recall against the threshold")
@@ -173,12 +174,15 @@ def report_html(scores: Dict[str, Any], examples: List[Example], n_samples: int)
     )
     parts += [
         f"<h2>Samples</h2><p>{len(wrong)} of {len(examples)} sentences have at least one error; errors first.</p>",
-        f"<table><tr><th></th><th>gold</th><th>predicted</th></tr>{samples}</table>",
+        f"<table class='samples'><colgroup><col style='width:2em'><col><col></colgroup>"
+        f"<tr><th></th><th>gold</th><th>predicted</th></tr>{samples}</table>",
     ]
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>flat_ner evaluation</title>"
         "<style>body{font-family:sans-serif;margin:2em}td{vertical-align:top;border-bottom:1px solid #ddd;"
-        "padding:4px}table.s td,table.s th{padding:4px 10px;text-align:left}</style></head><body>"
+        "padding:4px}table.s td,table.s th{padding:4px 10px;text-align:left}"
+        # Two equal columns that wrap long entities instead of running into each other.
+        "table.samples{table-layout:fixed;width:100%}table.samples td{overflow-wrap:anywhere}</style></head><body>"
         + "".join(parts)
         + "</body></html>"
     )
