@@ -66,6 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     annotate.add_argument("--keep-text", action="store_true", help="write each document's text too")
     annotate.add_argument("--gpu-id", type=int, default=-1)
     annotate.add_argument("--no-progress", action="store_true")
+    annotate.add_argument(
+        "--engine", choices=["local", "ray"], default="local", help="ray: Ray Data actors (extra [ray])"
+    )
+    annotate.add_argument("--actors", type=int, default=2, help="--engine ray: actors, each loading the pipeline once")
+    annotate.add_argument("--address", default=None, help="--engine ray: a Ray cluster to join (default: a local Ray)")
     pretrain = commands.add_parser(
         "pretrain-vectors", help="train character, bigram and word vectors (word2vec) from raw text; needs [pretrain]"
     )
@@ -125,7 +130,7 @@ def _annotate(args: argparse.Namespace) -> None:
     from ..annotation.local import AnnotateSettings, annotate
     from ..annotation.records import RecordFormat
 
-    if args.gpu_id >= 0:
+    if args.gpu_id >= 0 and args.engine == "local":
         spacy.require_gpu(args.gpu_id)
     fmt = RecordFormat(text_field=args.text_field, id_field=args.id_field, max_chars=args.max_chars)
     settings = AnnotateSettings(
@@ -135,7 +140,15 @@ def _annotate(args: argparse.Namespace) -> None:
         keep_text=args.keep_text,
         progress=not args.no_progress,
     )
-    summary = annotate(args.model, args.inputs, args.output, fmt, settings)
+    if args.engine == "ray":
+        from ..annotation.ray_engine import annotate_with_ray
+
+        gpus = 1.0 if args.gpu_id >= 0 else 0.0
+        summary = annotate_with_ray(
+            args.model, args.inputs, args.output, fmt, settings, actors=args.actors, address=args.address, num_gpus=gpus
+        )
+    else:
+        summary = annotate(args.model, args.inputs, args.output, fmt, settings)
     print(
         f"read {summary['read']:,} documents, annotated {summary['annotated']:,} "
         f"({summary['shards_written']} shards written, {summary['shards_reused']} complete from before), "
