@@ -279,8 +279,32 @@ def _forward_backward(
     with numpy.errstate(divide="ignore"):  # log 0 = -inf: a tag no path reaches
         alpha = numpy.log(alpha) + alpha_scale[:, :, None]
         beta = numpy.log(beta) + beta_scale[:, :, None]
-    log_z = _logsumexp(alpha[rows, last] + end[None], 1)
+    with numpy.errstate(invalid="ignore"):  # an emptied row gives NaN here, and is redone below
+        log_z = _logsumexp(alpha[rows, last] + end[None], 1)
+    bad = ~numpy.isfinite(log_z)
+    if bad.any():
+        # A step whose emission gaps pass float64's range (~745) empties a rescaled
+        # row; those rows take the log-space recursion, slower but exact.
+        alpha[bad], beta[bad], log_z[bad] = _log_space(scores[bad], lengths[bad], trans, start, end)
     return alpha, beta, log_z
+
+
+def _log_space(
+    scores: numpy.ndarray, lengths: numpy.ndarray, trans: numpy.ndarray, start: numpy.ndarray, end: numpy.ndarray
+) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
+    """The forward-backward recursion in log space (an exp over (batch, tags, tags) per step)."""
+    batch, length, n_tags = scores.shape
+    alpha = numpy.empty((batch, length, n_tags))
+    beta = numpy.empty((batch, length, n_tags))
+    alpha[:, 0] = start[None] + scores[:, 0]
+    for t in range(1, length):
+        alpha[:, t] = _logsumexp(alpha[:, t - 1, :, None] + trans[None], 1) + scores[:, t]
+    last = lengths - 1
+    beta[:, length - 1] = end[None]
+    for t in range(length - 2, -1, -1):
+        onward = _logsumexp(trans[None] + (scores[:, t + 1] + beta[:, t + 1])[:, None, :], 2)
+        beta[:, t] = numpy.where((t >= last)[:, None], end[None], onward)
+    return alpha, beta, _logsumexp(alpha[numpy.arange(batch), last] + end[None], 1)
 
 
 def _rescaled(values: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
