@@ -128,3 +128,18 @@ def test_scores_can_be_switched_off_and_a_threshold_needs_them():
     doc = trained(TEXTS[0])
     assert "flat_ner" not in doc.spans
     assert all(len(span) == 3 for span in trained.get_pipe("flat_ner").predict([doc])[0])
+
+
+def test_emission_gaps_beyond_float64_fall_back_to_log_space():
+    """A step whose scores differ by more than ~745 empties a rescaled row; the
+    probabilities must stay exact, never NaN read as 1.0."""
+    tags = TagSet(["A"])
+    crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends())
+    emissions = torch.zeros(2, 3, len(tags))
+    emissions[0, 1, tags.index["O"]], emissions[0, 2, tags.index["L-A"]] = 800.0, 1000.0
+    mask = torch.ones(2, 3, dtype=torch.bool)
+    runs = [[(1, [tags.index["B-A"], tags.index["L-A"]]), (0, [tags.index["O"]])]] * 2
+    found = crf.run_probabilities(emissions, mask, runs)
+    assert all(0 < p < 1 for p in found[0])
+    assert found[0][0] > found[0][1]
+    assert found[1] == pytest.approx([brute_force(crf, emissions[1:], s, r) for s, r in runs[1]], rel=1e-6)
