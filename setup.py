@@ -32,8 +32,10 @@ setup(
         "transformers": ["spacy-transformers>=1.3"],
         # `python -m spacy_flat pretrain-vectors`: word2vec tables from raw text.
         "pretrain": ["gensim>=4.3"],
-        # `annotate --engine ray`: Ray Data actors on one machine or a cluster.
+        # `annotate --engine ray`: Ray Data actors on one machine or a cluster (brings pyarrow).
         "ray": ["ray[data]>=2.40"],
+        # `annotate` reading or writing Parquet.
+        "parquet": ["pyarrow>=14"],
         # The transformer and pkuseg tests run in CI, never skipped for a missing package.
         "test": [
             "pytest>=7",

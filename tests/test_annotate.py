@@ -1,5 +1,6 @@
 """`annotate` on one machine (annotation/): every input format, ids, bad records
-reported and counted, shards that a stopped run resumes, output equal to nlp.pipe."""
+reported and counted, a document the pipeline fails on, shards that a stopped run
+resumes, Parquet in and out (skipped without pyarrow), output equal to nlp.pipe."""
 
 import csv
 import gzip
@@ -7,10 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from spacy.language import Language
 
 import spacy_flat.annotation.local as local
+from spacy_flat.annotation.batches import PIPELINE_FAILED
 from spacy_flat.annotation.local import AnnotateSettings, annotate
 from spacy_flat.annotation.records import RecordFormat
+from spacy_flat.annotation.shards import read_shards as read_any_shards
 from spacy_flat.cli.main import main
 from spacy_flat.errors import FlatError
 
@@ -95,19 +99,19 @@ def test_a_stopped_run_resumes_to_the_output_of_an_uninterrupted_one(trained_nlp
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
     settings = AnnotateSettings(batch_size=8, shard_size=30, progress=False)
     whole = annotate(trained_nlp, [str(tmp_path / "in.txt")], tmp_path / "whole", settings=settings)
-    real_write = local._write_atomically
+    real_write = local.write_shard
     written = []
 
-    def crash_after_two(path, text):
+    def crash_after_two(output, index, lines, output_format):
         if len(written) == 2:
             raise KeyboardInterrupt  # the run is stopped while writing its third shard
-        written.append(path)
-        real_write(path, text)
+        written.append(index)
+        real_write(output, index, lines, output_format)
 
-    monkeypatch.setattr(local, "_write_atomically", crash_after_two)
+    monkeypatch.setattr(local, "write_shard", crash_after_two)
     with pytest.raises(KeyboardInterrupt):
         annotate(trained_nlp, [str(tmp_path / "in.txt")], tmp_path / "resumed", settings=settings)
-    monkeypatch.setattr(local, "_write_atomically", real_write)
+    monkeypatch.setattr(local, "write_shard", real_write)
     resumed = annotate(trained_nlp, [str(tmp_path / "in.txt")], tmp_path / "resumed", settings=settings)
     assert (resumed["shards_reused"], resumed["shards_written"], whole["shards_written"]) == (2, 2, 4)
     assert read_shards(tmp_path / "resumed") == read_shards(tmp_path / "whole")
@@ -126,3 +130,68 @@ def test_the_command_line(trained_nlp, tmp_path, capsys):
     assert read_shards(tmp_path / "out")[1]["text"] == "李四住在上海。"
     assert main(["annotate", str(tmp_path / "model"), str(tmp_path / "nothing*.txt"), "--output", "x"]) == 1
     assert "no such file, directory or glob match" in capsys.readouterr().err
+
+
+@Language.component("spacy_flat_test_fails_on_a_marker")
+def fails_on_a_marker(doc):
+    if "故障" in doc.text:
+        raise ValueError("a test failure")
+    return doc
+
+
+@needs_shared
+def test_a_document_the_pipeline_fails_on_is_reported_and_its_batch_mates_annotated(trained_nlp, tmp_path):
+    texts = sentences(30)
+    texts[5] = "故障" + texts[5]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
+    settings = AnnotateSettings(batch_size=8, shard_size=20, progress=False)
+    trained_nlp.add_pipe("spacy_flat_test_fails_on_a_marker")
+    try:
+        summary = annotate(trained_nlp, [str(tmp_path / "in.txt")], tmp_path / "out", settings=settings)
+    finally:
+        trained_nlp.remove_pipe("spacy_flat_test_fails_on_a_marker")
+    assert (summary["read"], summary["annotated"], summary["skipped"]) == (30, 29, 1)
+    assert summary["skipped_by_reason"] == {PIPELINE_FAILED: 1}
+    assert summary["problems"] == [f"{tmp_path / 'in.txt'}:6: {PIPELINE_FAILED} (ValueError: a test failure)"]
+    records = read_shards(tmp_path / "out")
+    assert [r["id"] for r in records] == [f"{tmp_path / 'in.txt'}:{k}" for k in range(1, 31) if k != 6]
+    others = [t for k, t in enumerate(texts) if k != 5]
+    expected = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in trained_nlp.pipe(others)]
+    assert [[(e["start"], e["end"], e["label"]) for e in r["entities"]] for r in records] == expected
+
+
+@needs_shared
+def test_parquet_in_and_out(trained_nlp, tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import datetime
+
+    import pyarrow.parquet as pq
+
+    texts: list = sentences(50)
+    texts[7] = None
+    when = [datetime.date(2026, 1, 1) + datetime.timedelta(days=k) for k in range(50)]
+    table = pa.table({"doc_id": [f"p{k}" for k in range(50)], "body": texts, "when": when, "n": list(range(50))})
+    pq.write_table(table, tmp_path / "in.parquet", row_group_size=16)
+    (tmp_path / "broken.parquet").write_bytes(b"PAR1 this is not Parquet")
+    pq.write_table(pa.table({"body": [1, 2]}), tmp_path / "numbers.parquet")
+    inputs = [str(tmp_path / name) for name in ("in.parquet", "broken.parquet", "numbers.parquet")]
+    fmt = RecordFormat(text_field="body", id_field="doc_id")
+    settings = AnnotateSettings(batch_size=16, shard_size=20, progress=False)
+    as_json = annotate(trained_nlp, inputs, tmp_path / "json", fmt, settings)
+    parquet = AnnotateSettings(batch_size=16, shard_size=20, progress=False, output_format="parquet")
+    as_parquet = annotate(trained_nlp, inputs, tmp_path / "parquet", fmt, parquet)
+    assert len(list((tmp_path / "parquet").glob("shard-*.parquet"))) == 3
+    records = read_any_shards(tmp_path / "parquet")
+    assert records == read_shards(tmp_path / "json")
+    assert (as_json["read"], as_json["annotated"], as_json["skipped"]) == (49, 49, 3)
+    assert as_parquet["problems"] == as_json["problems"]
+    problems = "\n".join(as_json["problems"])
+    assert f"{tmp_path / 'in.parquet'}:8: no text field 'body'" in problems
+    assert f"{tmp_path / 'broken.parquet'}: damaged file" in problems
+    assert f"{tmp_path / 'numbers.parquet'}: text column 'body' holds int64, not strings" in problems
+    assert records[0]["id"] == "p0" and records[0]["when"] == "2026-01-01" and records[0]["n"] == 0
+    kept = [t for t in texts if t is not None]
+    expected = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in trained_nlp.pipe(kept)]
+    assert [[(e["start"], e["end"], e["label"]) for e in r["entities"]] for r in records] == expected
+    with pytest.raises(FlatError, match="other output_format"):
+        annotate(trained_nlp, inputs, tmp_path / "json", fmt, parquet)

@@ -1,8 +1,10 @@
 """`annotate --engine ray` (annotation/ray_engine.py) on a local Ray: output equal
 to the local engine's line for line, bad records counted the same, an actor killed
-in the middle of a run leaving every document in the output exactly once, a run
-stopped after some shards resuming, and the Dataset entry point. Skipped without
-the [ray] extra."""
+in the middle of a run leaving every document in the output exactly once, a
+document that kills its worker every time skipped and reported rather than
+retried for ever, a run stopped after some shards resuming, Parquet in and out,
+GPUs shared among actors, and the Dataset entry point. Skipped without the [ray]
+extra."""
 
 import json
 
@@ -10,14 +12,13 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from spacy_flat.annotation.batches import WORKER_DIED  # noqa: E402
 from spacy_flat.annotation.local import AnnotateSettings, annotate  # noqa: E402
-from spacy_flat.annotation.ray_engine import (  # noqa: E402
-    CRASH_AFTER_ENV,
-    CRASH_MARKER_ENV,
-    annotate_dataset,
-    annotate_with_ray,
-)
+from spacy_flat.annotation.ray_actor import CRASH_AFTER_ENV, CRASH_MARKER_ENV, CRASH_ON_TEXT_ENV  # noqa: E402
+from spacy_flat.annotation.ray_engine import annotate_dataset, annotate_with_ray, gpus_per_actor  # noqa: E402
 from spacy_flat.annotation.records import RecordFormat  # noqa: E402
+from spacy_flat.annotation.shards import read_shards as read_any_shards  # noqa: E402
+from spacy_flat.errors import FlatError  # noqa: E402
 
 from .conftest import needs_shared  # noqa: E402
 from .test_annotate import read_shards, sentences  # noqa: E402
@@ -25,6 +26,7 @@ from .test_annotate import read_shards, sentences  # noqa: E402
 # Ray's own modules warn of their deprecated options; the suite turns warnings into errors.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 
+MARKER = "致命标记"  # a document holding it kills its worker (the fault hook)
 SETTINGS = AnnotateSettings(batch_size=16, shard_size=100, progress=False)
 
 
@@ -43,7 +45,7 @@ def corpus(trained_nlp, tmp_path_factory):
 @pytest.fixture(scope="module")
 def local_ray(corpus):
     root = corpus[0]
-    env = {CRASH_AFTER_ENV: "3", CRASH_MARKER_ENV: str(root / "crashed")}
+    env = {CRASH_AFTER_ENV: "3", CRASH_MARKER_ENV: str(root / "crashed"), CRASH_ON_TEXT_ENV: MARKER}
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
     yield root / "crashed"
     ray.shutdown()
@@ -80,7 +82,59 @@ def test_a_stopped_ray_run_resumes_to_the_uninterrupted_output(corpus, local_ray
 def test_the_dataset_entry_point(corpus, local_ray):
     root, _ = corpus
     rows = [{"shard": 0, "id": str(k), "text": t, "fields": "{}"} for k, t in enumerate(sentences(20))]
-    out = annotate_dataset(ray.data.from_items(rows), str(root / "model"), batch_size=8, actors=1)
-    lines = [json.loads(row["line"]) for row in out.take_all()]
-    assert sorted(int(r["id"]) for r in lines) == list(range(20))
+    rows[3]["text"] = MARKER + rows[3]["text"]
+    out = annotate_dataset(ray.data.from_items(rows), str(root / "model"), batch_size=8, actors=1).take_all()
+    lines = [json.loads(row["line"]) for row in out if row["line"]]
+    assert sorted(int(r["id"]) for r in lines) == [k for k in range(20) if k != 3]
     assert all("entities" in r for r in lines)
+    assert [row["skipped"] for row in out if row["skipped"]] == [WORKER_DIED]
+
+
+@needs_shared
+def test_a_document_that_kills_its_worker_every_time_is_skipped_and_reported(corpus, local_ray, tmp_path):
+    root, _ = corpus
+    texts = sentences(60)
+    texts[20] = MARKER + texts[20]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
+    settings = AnnotateSettings(batch_size=16, shard_size=30, progress=False)
+    summary = annotate_with_ray(str(root / "model"), [str(tmp_path / "in.txt")], tmp_path / "out", None, settings)
+    # Two whole-batch attempts, then one document at a time: the third death names the document.
+    assert (summary["read"], summary["annotated"], summary["skipped"]) == (60, 59, 1)
+    assert summary["skipped_by_reason"] == {WORKER_DIED: 1}
+    assert summary["problems"] == [f"{tmp_path / 'in.txt'}:21: {WORKER_DIED}"]
+    records = read_shards(tmp_path / "out")
+    assert [r["id"] for r in records] == [f"{tmp_path / 'in.txt'}:{k}" for k in range(1, 61) if k != 21]
+
+
+@needs_shared
+def test_parquet_in_and_out_on_ray(corpus, local_ray, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root, _ = corpus
+    texts = sentences(80)
+    pq.write_table(pa.table({"text": texts, "n": list(range(80))}), tmp_path / "in.parquet", row_group_size=30)
+    settings = AnnotateSettings(batch_size=16, shard_size=50, progress=False, output_format="parquet")
+    inputs = [str(tmp_path / "in.parquet")]
+    local = annotate(str(root / "model"), inputs, tmp_path / "local", RecordFormat(), settings)
+    remote = annotate_with_ray(str(root / "model"), inputs, tmp_path / "ray", None, settings)
+    assert read_any_shards(tmp_path / "ray") == read_any_shards(tmp_path / "local")
+    assert (remote["read"], remote["annotated"], local["annotated"]) == (80, 80, 80)
+    assert sorted(p.name for p in (tmp_path / "ray").glob("shard-*")) == ["shard-00000.parquet", "shard-00001.parquet"]
+
+
+class FakeRay:
+    def __init__(self, gpus):
+        self.gpus = gpus
+
+    def cluster_resources(self):
+        return {"CPU": 16.0, "GPU": self.gpus} if self.gpus else {"CPU": 16.0}
+
+
+def test_gpus_are_shared_among_actors():
+    assert gpus_per_actor(FakeRay(1), "auto", 4) == 0.25
+    assert gpus_per_actor(FakeRay(8), "auto", 2) == 1.0
+    assert gpus_per_actor(FakeRay(1), 0.5, 4) == 0.5
+    assert gpus_per_actor(FakeRay(0), 0.0, 4) == 0.0
+    with pytest.raises(FlatError, match="has none"):
+        gpus_per_actor(FakeRay(0), "auto", 2)

@@ -1,6 +1,7 @@
 """Documents to annotate, read from plain text (a document a line), JSON lines
-(a text field; the other fields are carried through) and CSV (a text column),
-plain or gzip/xz/bz2-compressed, from files, directories or globs.
+(a text field; the other fields are carried through), CSV (a text column),
+plain or gzip/xz/bz2-compressed, and Parquet (a text column; needs pyarrow),
+from files, directories or globs.
 
 Every document has an id: the record's own (`id_field`), or `file:line`. A bad
 record (bad UTF-8, not JSON, no text field, an empty or too long text) is
@@ -21,7 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Dict, Iterator, List, Optional, Sequence, cast
 
-FORMATS = (".txt", ".jsonl", ".csv")
+from ..errors import FlatError
+
+FORMATS = (".txt", ".jsonl", ".csv", ".parquet")
+# Parquet rows are read this many at a time, so a large file streams.
+PARQUET_BATCH = 4096
 COMPRESSED = (".gz", ".xz", ".bz2")
 # Problems listed one by one; beyond this they are only counted.
 MAX_LISTED = 200
@@ -45,10 +50,11 @@ class ReadReport:
     skipped: Counter = field(default_factory=Counter)
     problems: List[str] = field(default_factory=list)
 
-    def skip(self, where: str, reason: str) -> None:
+    def skip(self, where: str, reason: str, detail: Optional[str] = None) -> None:
+        """Count a skipped record under `reason`; list it with `detail` (default: the reason)."""
         self.skipped[reason] += 1
         if len(self.problems) < MAX_LISTED:
-            self.problems.append(f"{where}: {reason}")
+            self.problems.append(f"{where}: {detail or reason}")
 
 
 @dataclass(frozen=True)
@@ -92,22 +98,39 @@ def read_records(files: Sequence[Path], fmt: RecordFormat, report: ReadReport) -
         if suffix in COMPRESSED:
             stem = path.name[: -len(suffix)]
         kind = Path(stem).suffix.lower()
-        if kind not in FORMATS:
-            report.skip(str(path), f"unknown format {kind!r} (plain .txt, .jsonl or .csv; gz, xz or bz2)")
+        if kind not in FORMATS or (kind == ".parquet" and suffix in COMPRESSED):
+            report.skip(str(path), f"unknown format {kind!r} (.txt, .jsonl or .csv, plain or gz, xz, bz2; .parquet)")
             continue
         try:
-            with _open(path) as raw:
-                reader = {".txt": _text_lines, ".jsonl": _json_lines, ".csv": _csv_rows}[kind]
-                for record in reader(raw, str(path), fmt, report):
-                    if not record.text.strip():
-                        report.skip(record.origin, "empty text")
-                    elif fmt.max_chars and len(record.text) > fmt.max_chars:
-                        report.skip(record.origin, f"text longer than {fmt.max_chars:,} characters")
-                    else:
-                        report.read += 1
-                        yield record
+            for record in _file_records(path, kind, fmt, report):
+                if not record.text.strip():
+                    report.skip(record.origin, "empty text")
+                elif fmt.max_chars and len(record.text) > fmt.max_chars:
+                    report.skip(record.origin, f"text longer than {fmt.max_chars:,} characters")
+                else:
+                    report.read += 1
+                    yield record
         except (OSError, EOFError, lzma.LZMAError) as err:
-            report.skip(str(path), f"damaged file, read up to the damage ({err})")
+            _damaged(report, str(path), err)
+
+
+def require_pyarrow() -> Any:
+    """RETURNS: pyarrow, with its parquet module loaded; a clear error without it."""
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:  # pragma: no cover - depends on the extra
+        raise FlatError("Parquet needs pyarrow: pip install spacy-flat[parquet]") from None
+    return pyarrow
+
+
+def _file_records(path: Path, kind: str, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+    if kind == ".parquet":
+        yield from _parquet_rows(path, fmt, report)
+        return
+    with _open(path) as raw:
+        reader = {".txt": _text_lines, ".jsonl": _json_lines, ".csv": _csv_rows}[kind]
+        yield from reader(raw, str(path), fmt, report)
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -167,6 +190,55 @@ def _csv_rows(raw: IO[bytes], where: str, fmt: RecordFormat, report: ReadReport)
         report.skip(where, f"malformed CSV, read up to the bad row ({err})")
     finally:
         text.detach()
+
+
+def _damaged(report: ReadReport, where: str, err: Exception) -> None:
+    report.skip(where, "damaged file, read up to the damage", f"damaged file, read up to the damage ({err})")
+
+
+def _parquet_rows(path: Path, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+    pa = require_pyarrow()
+    try:
+        yield from _parquet_records(pa, path, fmt, report)
+    except pa.ArrowException as err:  # not Parquet, or a damaged page: what was read stays read
+        _damaged(report, str(path), err)
+
+
+def _parquet_records(pa: Any, path: Path, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+    where = str(path)
+    source = pa.parquet.ParquetFile(path)
+    names = source.schema_arrow.names
+    if fmt.text_field not in names:
+        report.skip(where, f"no text column {fmt.text_field!r} (columns: {', '.join(names)})")
+        return
+    kind = source.schema_arrow.field(fmt.text_field).type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        report.skip(where, f"text column {fmt.text_field!r} holds {kind}, not strings")
+        return
+    row_no = 0
+    for batch in source.iter_batches(batch_size=PARQUET_BATCH):
+        for value in batch.to_pylist():
+            row_no += 1
+            origin = f"{where}:{row_no}"
+            if value.get(fmt.text_field) is None:
+                report.skip(origin, f"no text field {fmt.text_field!r}")
+                continue
+            yield _record({k: _plain(v) for k, v in value.items()}, origin, fmt)
+
+
+def _plain(value: Any) -> Any:
+    """A Parquet value as JSON can hold it (dates as ISO text, bytes and decimals as text)."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf8", errors="replace")
+    return str(value)
 
 
 def _record(value: Dict[str, Any], origin: str, fmt: RecordFormat) -> Record:

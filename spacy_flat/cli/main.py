@@ -4,7 +4,7 @@ pretrain-vectors`."""
 import argparse
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Union
 
 from ..errors import FlatError
 from .convert import SCHEMES, convert, parse_renames
@@ -52,10 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--output", type=Path, default=None, help="write the calibrated pipeline here")
     calibrate.add_argument("--test", type=Path, default=None, help="also report calibration on this DocBin")
     annotate = commands.add_parser(
-        "annotate", help="run a pipeline over a corpus into resumable JSON-lines shards of entities"
+        "annotate", help="run a pipeline over a corpus into resumable JSON-lines or Parquet shards of entities"
     )
     annotate.add_argument("model", help="pipeline path or package name")
-    annotate.add_argument("inputs", nargs="+", help="files, directories or globs: .txt, .jsonl, .csv (gz/xz/bz2)")
+    annotate.add_argument(
+        "inputs", nargs="+", help="files, directories or globs: .txt, .jsonl, .csv (gz/xz/bz2), .parquet"
+    )
     annotate.add_argument("--output", type=Path, required=True, help="directory for the shards and summary.json")
     annotate.add_argument("--text-field", default="text", help="JSON field or CSV column of the text")
     annotate.add_argument("--id-field", default=None, help="JSON field or CSV column of the id (default: file:line)")
@@ -64,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     annotate.add_argument("--n-process", type=int, default=1)
     annotate.add_argument("--shard-size", type=int, default=10_000)
     annotate.add_argument("--keep-text", action="store_true", help="write each document's text too")
+    annotate.add_argument(
+        "--output-format", choices=["jsonl", "parquet"], default="jsonl", help="shards' format (parquet: pyarrow)"
+    )
     annotate.add_argument("--gpu-id", type=int, default=-1)
     annotate.add_argument("--no-progress", action="store_true")
     annotate.add_argument(
@@ -71,6 +76,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     annotate.add_argument("--actors", type=int, default=2, help="--engine ray: actors, each loading the pipeline once")
     annotate.add_argument("--address", default=None, help="--engine ray: a Ray cluster to join (default: a local Ray)")
+    annotate.add_argument(
+        "--gpus-per-actor",
+        default="auto",
+        help="--engine ray with --gpu-id: GPUs per actor (a fraction shares one); auto: the cluster's GPUs shared",
+    )
     pretrain = commands.add_parser(
         "pretrain-vectors", help="train character, bigram and word vectors (word2vec) from raw text; needs [pretrain]"
     )
@@ -139,11 +149,14 @@ def _annotate(args: argparse.Namespace) -> None:
         shard_size=args.shard_size,
         keep_text=args.keep_text,
         progress=not args.no_progress,
+        output_format=args.output_format,
     )
     if args.engine == "ray":
         from ..annotation.ray_engine import annotate_with_ray
 
-        gpus = 1.0 if args.gpu_id >= 0 else 0.0
+        gpus: Union[float, str] = 0.0
+        if args.gpu_id >= 0:
+            gpus = "auto" if args.gpus_per_actor == "auto" else float(args.gpus_per_actor)
         summary = annotate_with_ray(
             args.model, args.inputs, args.output, fmt, settings, actors=args.actors, address=args.address, num_gpus=gpus
         )
