@@ -32,16 +32,25 @@ def count_matches(lexicon: Lexicon, texts: Iterable[str]) -> numpy.ndarray:
     counts = numpy.zeros(len(lexicon), dtype="float32")
     for text in texts:
         found = lexicon.matches(text)
-        if not found:
-            continue
-        spans = numpy.asarray(found, dtype="int64")  # m × (head, tail, row)
-        heads, tails = spans[:, 0], spans[:, 1]
-        # i is covered by j when j contains it and is longer.
-        contains = (heads[None, :] <= heads[:, None]) & (tails[:, None] <= tails[None, :])
-        longer = (tails - heads)[None, :] > (tails - heads)[:, None]
-        covered = (contains & longer).any(axis=1)
-        numpy.add.at(counts, spans[~covered, 2], 1.0)
+        if found:
+            spans = numpy.asarray(found, dtype="int64")  # m × (head, tail, row)
+            numpy.add.at(counts, spans[~covered_spans(spans[:, 0], spans[:, 1]), 2], 1.0)
     return counts
+
+
+def covered_spans(heads: numpy.ndarray, tails: numpy.ndarray) -> numpy.ndarray:
+    """Which spans lie inside a longer one, by one sweep in O(m log m): ordered by
+    head, then tail from the last, a span is covered when an earlier one reaches at
+    least as far (a pairwise test would take m × m memory: GBs on a long document).
+    Spans are distinct, as a lexicon's matches are.
+
+    RETURNS (numpy.ndarray): (m,) bool, in the spans' order.
+    """
+    order = numpy.lexsort((-tails, heads))
+    reach = numpy.maximum.accumulate(tails[order])
+    covered = numpy.zeros(len(heads), dtype=bool)
+    covered[order[1:]] = reach[:-1] >= tails[order[1:]]
+    return covered
 
 
 def count_floor(counts: numpy.ndarray) -> float:

@@ -14,7 +14,7 @@ from spacy_flat.dcsan import CrossLatticeAttention, GatedFusion, soft_lexicon
 from spacy_flat.errors import LexiconError
 from spacy_flat.lattice import build_lattice
 from spacy_flat.lexicon import Lexicon
-from spacy_flat.word_counts import count_floor, count_matches, counts_from_table, read_word_counts
+from spacy_flat.word_counts import count_floor, count_matches, counts_from_table, covered_spans, read_word_counts
 
 from .conftest import scores_of, small_lexicon, tiny_examples
 
@@ -72,6 +72,19 @@ def test_word_counts_skip_occurrences_inside_a_longer_match():
     # b: 10% of the seen words occur less often; never below 1.
     assert count_floor(numpy.array([0, 1, 2, 2, 40], dtype="float32")) == pytest.approx(1.3)
     assert count_floor(numpy.zeros(3, dtype="float32")) == 1.0
+
+
+def test_the_covered_sweep_equals_the_pairwise_definition():
+    rng = numpy.random.default_rng(0)
+    for _ in range(200):
+        pairs = {tuple(sorted(rng.integers(0, 30, size=2))) for _ in range(int(rng.integers(1, 40)))}
+        spans = numpy.array(sorted(pairs), dtype="int64")
+        heads, tails = spans[:, 0], spans[:, 1]
+        contains = (heads[None, :] <= heads[:, None]) & (tails[:, None] <= tails[None, :])
+        longer = (tails - heads)[None, :] > (tails - heads)[:, None]
+        shuffled = rng.permutation(len(spans))
+        got = covered_spans(heads[shuffled], tails[shuffled])
+        assert got.tolist() == (contains & longer).any(axis=1)[shuffled].tolist()
 
 
 def test_word_counts_file_is_read_and_kept_with_the_lexicon(tmp_path):
