@@ -106,7 +106,7 @@ class PositionFusion(nn.Module):
     Without autograd (prediction), the four per-distance tables W_r,k p(d) are
     kept between calls for a range of distances that grows as needed, and rebuilt
     when W_r changes (an optimizer step, averaged parameters swapped in, loaded
-    weights): one doc at a time they cost 12% of `nlp.pipe` when rebuilt per call.
+    weights) or autocast is turned on or off: one doc at a time they cost 12% of `nlp.pipe` when rebuilt per call.
     """
 
     def __init__(self, width: int, *, head_only: bool = False) -> None:
@@ -139,7 +139,10 @@ class PositionFusion(nn.Module):
             self._cached = None
             return lo, self._build(lo, hi, n_kinds)
         weight = self.w_r.weight
-        identity = (weight.data_ptr(), weight._version, weight.device, weight.dtype, n_kinds)
+        kind = weight.device.type
+        # Tables built under autocast are half precision: never reuse them outside it, nor the reverse.
+        autocast = (torch.is_autocast_enabled(kind), torch.get_autocast_dtype(kind))
+        identity = (weight.data_ptr(), weight._version, weight.device, weight.dtype, n_kinds, autocast)
         cached = self._cached
         if cached is None or cached[0] != identity or lo < cached[1] or hi >= cached[1] + cached[2].shape[1]:
             # Cover a power-of-two range around zero, so a longer text rarely rebuilds.

@@ -132,6 +132,21 @@ def test_fused_positions_kept_for_prediction_follow_the_weights(head_only):
         assert torch.allclose(fusion(far), expected, atol=1e-6)
 
 
+def test_fused_positions_kept_outside_autocast_are_not_reused_inside_it():
+    torch.manual_seed(0)
+    fusion = PositionFusion(16)
+    heads, tails, mask = random_lattice(3, seed=4)
+    pos = relative_positions(heads, tails, mask)
+    with torch.inference_mode():
+        full = fusion(pos)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            half = fusion(pos)
+        again = fusion(pos)
+    assert fusion._cached is not None and fusion._cached[2].dtype == torch.float32
+    assert torch.equal(again, full)  # the float32 tables are rebuilt, not the bfloat16 ones reused
+    assert not torch.equal(half, full) and torch.allclose(half.float(), full, atol=0.05)
+
+
 def _tagger_and_inputs(dropout: float = 0.0, n_layers: int = 1, seed: int = 3):
     """A small FlatTagger and the inputs of a random two-row batch."""
     torch.manual_seed(0)
