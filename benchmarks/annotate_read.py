@@ -21,7 +21,7 @@ from typing import Callable, List
 sys.path.insert(0, str(Path(__file__).parent))
 from common import load_average, machine, texts
 
-from spacy_flat.annotation.ray_engine import _shard_block
+from spacy_flat.annotation.ray_engine import _shard_blocks
 from spacy_flat.annotation.records import ReadReport, RecordFormat, read_records, require_pyarrow
 from spacy_flat.annotation.shards import chunks
 
@@ -64,7 +64,7 @@ def main() -> None:
 
         def read_and_cut(path: Path) -> int:
             shards = chunks(read_records([path], RecordFormat(), ReadReport()), args.shard_size)
-            return sum(len(_shard_block(pa, k, shard, args.batch_size)) for k, shard in enumerate(shards))
+            return sum(len(b) for k, shard in enumerate(shards) for b in _shard_blocks(pa, k, shard, args.batch_size))
 
         print("| driver step | seconds, median (range) | characters/s | actors it feeds at the actor rate |")
         print("|---|---|---|---|")

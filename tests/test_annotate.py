@@ -13,6 +13,7 @@ from spacy.language import Language
 import spacy_flat.annotation.local as local
 from spacy_flat.annotation.batches import PIPELINE_FAILED
 from spacy_flat.annotation.local import AnnotateSettings, annotate
+from spacy_flat.annotation.ray_actor import AttemptLedger
 from spacy_flat.annotation.records import RecordFormat
 from spacy_flat.annotation.shards import read_shards as read_any_shards
 from spacy_flat.cli.main import main
@@ -116,7 +117,7 @@ def test_a_stopped_run_resumes_to_the_output_of_an_uninterrupted_one(trained_nlp
     assert (resumed["shards_reused"], resumed["shards_written"], whole["shards_written"]) == (2, 2, 4)
     assert read_shards(tmp_path / "resumed") == read_shards(tmp_path / "whole")
     assert not list((tmp_path / "resumed").glob("*.partial"))
-    with pytest.raises(FlatError, match="other shard_size"):
+    with pytest.raises(FlatError, match="other batch_size, shard_size"):
         annotate(trained_nlp, [str(tmp_path / "in.txt")], tmp_path / "resumed", settings=QUIET)
 
 
@@ -195,3 +196,44 @@ def test_parquet_in_and_out(trained_nlp, tmp_path):
     assert [[(e["start"], e["end"], e["label"]) for e in r["entities"]] for r in records] == expected
     with pytest.raises(FlatError, match="other output_format"):
         annotate(trained_nlp, inputs, tmp_path / "json", fmt, parquet)
+
+
+def test_carried_fields_never_clash_with_ours_and_always_fit_parquet(trained_nlp, tmp_path):
+    pytest.importorskip("pyarrow")
+    rows = [
+        {"text": "张三在北京大学工作。", "id": 7, "entities": ["given"], "m": 1, "e": {}, "nothing": None},
+        {"text": "李四住在上海。", "id": 8, "m": "x", "late": [1, 2], "nothing": None},
+    ]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf8")
+    out = {}
+    for form in ("jsonl", "parquet"):
+        settings = AnnotateSettings(batch_size=8, shard_size=10, progress=False, output_format=form)
+        annotate(trained_nlp, [str(tmp_path / "in.jsonl")], tmp_path / form, settings=settings)
+        out[form] = read_any_shards(tmp_path / form)
+    first, second = out["jsonl"]
+    assert first["id"] == f"{tmp_path / 'in.jsonl'}:1" and first["input_id"] == 7
+    assert first["input_entities"] == ["given"] and isinstance(first["entities"], list)
+    assert second["m"] == "x" and "late" not in first
+    first, second = out["parquet"]
+    assert first["id"] == out["jsonl"][0]["id"] and first["input_id"] == 7 and second["input_id"] == 8
+    assert first["entities"] == out["jsonl"][0]["entities"] and first["input_entities"] == ["given"]
+    # Mixed types and empty objects as JSON text; a field null throughout as text; a late field null before.
+    assert (first["m"], second["m"], first["e"], first["nothing"]) == ("1", '"x"', "{}", None)
+    assert (first["late"], second["late"]) == (None, [1, 2])
+
+
+def test_the_ledger_counts_a_death_only_against_the_batch_in_hand():
+    ledger = AttemptLedger()
+    assert ledger.begin("0.0") == (1, [])
+    ledger.end("0.0")
+    assert ledger.begin("0.1") == (1, [])  # the worker dies in batch 0.1; Ray retries the whole task
+    assert ledger.begin("0.0") == (1, [])  # ended before the death: redone whole, as the first time
+    ledger.end("0.0")
+    assert ledger.begin("0.1") == (2, [])
+    assert ledger.begin("0.1") == (3, [])  # dies again: now one document at a time
+    ledger.hold("0.1", 0)
+    ledger.hold("0.1", 1)
+    assert ledger.begin("0.1") == (4, [1])  # the document in hand at the death
+    ledger.hold("0.1", 2)
+    ledger.end("0.1")
+    assert ledger.begin("0.1") == (1 + 3, [1]) and ledger.fatal["0.1"] == {1}

@@ -18,6 +18,8 @@ from spacy.tokens import Doc
 from .records import Record
 
 PIPELINE_FAILED = "the pipeline failed on it"
+# Output keys of our own: a carried input field of the same name is written as `input_<name>`.
+OWN_KEYS = ("id", "entities", "text")
 WORKER_DIED = "its worker died on it"
 
 
@@ -33,7 +35,8 @@ class BatchResult:
 def entity_record(doc: Doc, record: Record, scores_key: Optional[str], keep_text: bool = False) -> Dict[str, Any]:
     """RETURNS (Dict[str, Any]): The output record of one document: its id, its
     entities (character offsets, text, label and, where the pipeline gives it,
-    probability), the record's other fields and, if asked, its text."""
+    probability), the record's other fields (`input_id`, `input_entities`,
+    `input_text` for fields of those names) and, if asked, its text."""
     group = doc.spans.get(scores_key) if scores_key else None
     probs = list(group.attrs.get("scores", [])) if group is not None else []
     entities = []
@@ -42,7 +45,8 @@ def entity_record(doc: Doc, record: Record, scores_key: Optional[str], keep_text
         if k < len(probs):
             entity["p"] = round(float(probs[k]), 6)
         entities.append(entity)
-    out: Dict[str, Any] = {"id": record.id, "entities": entities, **record.fields}
+    out: Dict[str, Any] = {"id": record.id, "entities": entities}
+    out.update((f"input_{k}" if k in OWN_KEYS else k, v) for k, v in record.fields.items())
     if keep_text:
         out["text"] = record.text
     return out

@@ -49,7 +49,13 @@ class AnnotateSettings:
 
     def shape(self) -> Dict[str, Any]:
         """RETURNS (Dict[str, Any]): The settings that decide what the shards hold, for the manifest."""
-        return {"shard_size": self.shard_size, "keep_text": self.keep_text, "output_format": self.output_format}
+        # The batch size too: a document's probabilities depend on its batch-mates in their last digits.
+        return {
+            "shard_size": self.shard_size,
+            "batch_size": self.batch_size,
+            "keep_text": self.keep_text,
+            "output_format": self.output_format,
+        }
 
 
 def annotate(

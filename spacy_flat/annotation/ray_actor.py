@@ -5,7 +5,7 @@ Ray Data restarts a dead actor and retries its batch without limit, which is
 right for a lost node and wrong for a document that crashes the process (a
 native library's segfault, memory blown by one text): that batch would be
 retried for ever. The ledger, a small Ray actor that outlives the workers,
-counts each batch's attempts. After `WHOLE_BATCH_TRIES` the batch is redone one
+counts the deaths during each batch. After `WHOLE_BATCH_TRIES` the batch is redone one
 document at a time, telling the ledger which document is in hand; a worker that
 dies then names that document, which the next attempt skips and reports. So
 every attempt either finishes or finds one more such document: the run ends,
@@ -14,6 +14,7 @@ and every input document is in the output or in the report, exactly once.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections import defaultdict
@@ -33,26 +34,35 @@ CRASH_ON_TEXT_ENV = "SPACY_FLAT_TEST_CRASH_ON_TEXT"
 
 
 class AttemptLedger:
-    """Attempts per batch key and, for batches run a document at a time, the
-    document in hand; run as a Ray actor (`ray.remote(AttemptLedger)`)."""
+    """Deaths per batch key and, for batches run a document at a time, the
+    document in hand; run as a Ray actor (`ray.remote(AttemptLedger)`).
+
+    A death is counted against a batch only when the batch was begun and never
+    ended: Ray retries a dead actor's whole task, and the batches of that task
+    which had ended are redone whole, as in the first try.
+    """
 
     def __init__(self) -> None:
-        self.attempts: Dict[str, int] = defaultdict(int)
+        self.deaths: Dict[str, int] = defaultdict(int)
+        self.open: Set[str] = set()
         self.in_hand: Dict[str, int] = {}
         self.fatal: Dict[str, Set[int]] = defaultdict(set)
 
     def begin(self, key: str) -> Tuple[int, List[int]]:
-        """RETURNS (Tuple[int, List[int]]): This attempt's number, and the positions
-        of the documents in hand when earlier attempts' workers died."""
-        self.attempts[key] += 1
-        if key in self.in_hand:
-            self.fatal[key].add(self.in_hand.pop(key))
-        return self.attempts[key], sorted(self.fatal[key])
+        """RETURNS (Tuple[int, List[int]]): This attempt's number (1 + the deaths
+        during this batch), and the positions of the documents in hand at a death."""
+        if key in self.open:
+            self.deaths[key] += 1
+            if key in self.in_hand:
+                self.fatal[key].add(self.in_hand.pop(key))
+        self.open.add(key)
+        return self.deaths[key] + 1, sorted(self.fatal[key])
 
     def hold(self, key: str, position: int) -> None:
         self.in_hand[key] = position
 
     def end(self, key: str) -> None:
+        self.open.discard(key)
         self.in_hand.pop(key, None)
 
 
@@ -103,7 +113,8 @@ class Annotator:
                 Record(id=str(i), text=str(t), origin=f"row {k}", fields=json.loads(str(f)))
                 for k, (i, t, f) in enumerate(zip(batch["id"], batch["text"], batch["fields"]))
             ]
-            done = self._annotate(f"{batch['shard'][0]}:{records[0].id}:{len(records)}", records)
+            ids = "\x00".join(r.id for r in records)
+            done = self._annotate(f"{batch['shard'][0]}:{hashlib.sha1(ids.encode('utf8')).hexdigest()}", records)
             # A row per document, as they came in: its output record, or why it was skipped.
             lines, why = iter(done.lines), {origin: detail for origin, _, detail in done.skipped}
             out = {

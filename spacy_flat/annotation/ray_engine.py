@@ -19,6 +19,7 @@ Ray is an optional extra: `pip install spacy-flat[ray]`.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -31,6 +32,9 @@ from .shards import check_manifest, chunks, shard_path, write_shard
 
 if TYPE_CHECKING:
     import ray.data
+
+# nlp.pipe batches per object-store block: a task's work, and what a dead actor's retry redoes.
+BLOCK_BATCHES = 4
 
 
 def require_ray() -> Any:
@@ -64,8 +68,12 @@ def annotate_dataset(
         the context preserves order.
     """
     ray = require_ray()
-    # Outlives the workers: how often each batch was tried, and which document killed a worker.
-    ledger = ray.remote(num_cpus=0)(AttemptLedger).remote()
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    # Outlives the workers: which batch a worker died in, and which document it held. On the
+    # driver's node, whose loss ends the run anyway.
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    ledger = ray.remote(num_cpus=0, scheduling_strategy=here)(AttemptLedger).remote()
     return dataset.map_batches(
         Annotator,
         fn_constructor_kwargs={
@@ -119,16 +127,17 @@ def annotate_with_ray(
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True
         context.enable_progress_bars = False
-        # Read on the driver a shard at a time; each shard goes to the object store
-        # as one block of rows, a row per nlp.pipe batch cut as the local engine cuts it.
+        # Read on the driver a shard at a time into the object store, as blocks of a few
+        # rows, a row per nlp.pipe batch cut as the local engine cuts it: the actors
+        # share a shard's blocks, and a dead actor's retry redoes one block.
         sizes: Dict[int, int] = {}
-        blocks = []
+        blocks: List[Any] = []
         for index, shard in enumerate(chunks(read_records(files, fmt, report), settings.shard_size)):
             if shard_path(output, index, settings.output_format).exists():
                 counts["shards_reused"] += 1
                 continue
             sizes[index] = len(shard)
-            blocks.append(ray.put(_shard_block(pa, index, shard, settings.batch_size)))
+            blocks.extend(ray.put(block) for block in _shard_blocks(pa, index, shard, settings.batch_size))
         bar = _bar(settings.progress)
         if blocks:
             done = annotate_dataset(
@@ -170,27 +179,31 @@ def annotate_with_ray(
 
 
 def gpus_per_actor(ray: Any, asked: Union[float, str], actors: int) -> float:
-    """RETURNS (float): GPUs to reserve per actor; "auto" shares the cluster's GPUs."""
+    """RETURNS (float): GPUs to reserve per actor; "auto" shares the cluster's GPUs:
+    1/k of one GPU each, with k the fewest actors a GPU must hold (a fractional
+    request has to fit on one GPU, so 3 actors on 2 GPUs take half a GPU each)."""
     if asked == "auto":
-        total = float(ray.cluster_resources().get("GPU", 0.0))
+        total = int(ray.cluster_resources().get("GPU", 0.0))
         if total <= 0:
             raise FlatError("a GPU was asked for, but the Ray cluster has none")
-        return min(1.0, total / actors)
+        return math.floor(10_000 / math.ceil(actors / total)) / 10_000
     return float(asked)
 
 
-def _shard_block(pa: Any, index: int, shard: List[Record], batch_size: int) -> Any:
+def _shard_blocks(pa: Any, index: int, shard: List[Record], batch_size: int) -> Iterator[Any]:
     rows = [
         json.dumps([[r.id, r.text, r.origin, r.fields] for r in batch], ensure_ascii=False, default=str)
         for batch in chunks(shard, batch_size)
     ]
-    return pa.table(
-        {
-            "shard": pa.array([index] * len(rows), pa.int64()),
-            "key": pa.array([f"{index}.{k}" for k in range(len(rows))], pa.string()),
-            "chunk": pa.array(rows, pa.large_string()),
-        }
-    )
+    for first in range(0, len(rows), BLOCK_BATCHES):
+        part = rows[first : first + BLOCK_BATCHES]
+        yield pa.table(
+            {
+                "shard": pa.array([index] * len(part), pa.int64()),
+                "key": pa.array([f"{index}.{first + k}" for k in range(len(part))], pa.string()),
+                "chunk": pa.array(part, pa.large_string()),
+            }
+        )
 
 
 def _shards(rows: Iterable[Dict[str, Any]], sizes: Dict[int, int]) -> Iterator[Tuple[int, List[str], List[Any], int]]:

@@ -17,6 +17,7 @@ import gzip
 import io
 import json
 import lzma
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,6 +213,8 @@ def _parquet_records(pa: Any, path: Path, fmt: RecordFormat, report: ReadReport)
         report.skip(where, f"no text column {fmt.text_field!r} (columns: {', '.join(names)})")
         return
     kind = source.schema_arrow.field(fmt.text_field).type
+    if pa.types.is_dictionary(kind):  # categorical text, as pandas writes it
+        kind = kind.value_type
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         report.skip(where, f"text column {fmt.text_field!r} holds {kind}, not strings")
         return
@@ -227,7 +230,10 @@ def _parquet_records(pa: Any, path: Path, fmt: RecordFormat, report: ReadReport)
 
 
 def _plain(value: Any) -> Any:
-    """A Parquet value as JSON can hold it (dates as ISO text, bytes and decimals as text)."""
+    """A Parquet value as JSON can hold it (dates as ISO text, bytes and decimals as
+    text, NaN and infinities as null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if value is None or isinstance(value, (str, bool, int, float)):
         return value
     if isinstance(value, dict):

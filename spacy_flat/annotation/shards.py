@@ -33,16 +33,28 @@ def write_shard(output: Path, index: int, lines: List[str], output_format: str) 
     if output_format == "jsonl":
         partial.write_text("".join(line + "\n" for line in lines), encoding="utf8")
     elif output_format == "parquet":
-        _write_parquet(partial, [json.loads(line) for line in lines])
+        pa = require_pyarrow()
+        try:
+            _write_parquet(pa, partial, [json.loads(line) for line in lines])
+        except pa.ArrowException as err:
+            raise FlatError(f"{path}: the shard's records do not fit Parquet ({err})") from err
     else:
         raise FlatError(f"unknown output format {output_format!r} (one of {', '.join(OUTPUT_FORMATS)})")
+    # On disk before the rename, so that a power cut never leaves an empty shard that counts as complete.
+    descriptor = os.open(partial, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
     os.replace(partial, path)
 
 
 def read_shards(output: Path) -> List[Dict[str, Any]]:
-    """RETURNS (List[Dict[str, Any]]): Every output record of a run, in input order."""
+    """RETURNS (List[Dict[str, Any]]): Every output record of a run, in input order.
+    From Parquet, a carried field that some records lack is None in those."""
     records: List[Dict[str, Any]] = []
-    for path in sorted(output.glob("shard-*.*")):
+    shards = sorted(output.glob("shard-*.*"), key=lambda p: (int(p.stem.split("-")[1]), p.suffix))
+    for path in shards:
         if path.suffix == ".jsonl":
             records.extend(json.loads(line) for line in path.read_text(encoding="utf8").splitlines())
         elif path.suffix == ".parquet":
@@ -54,8 +66,7 @@ def read_shards(output: Path) -> List[Dict[str, Any]]:
     return records
 
 
-def _write_parquet(path: Path, rows: List[Dict[str, Any]]) -> None:
-    pa = require_pyarrow()
+def _write_parquet(pa: Any, path: Path, rows: List[Dict[str, Any]]) -> None:
     entity = pa.struct(
         [("start", pa.int64()), ("end", pa.int64()), ("text", pa.string()), ("label", pa.string()), ("p", pa.float64())]
     )
@@ -64,10 +75,35 @@ def _write_parquet(path: Path, rows: List[Dict[str, Any]]) -> None:
         "id": pa.array([row.pop("id") for row in rows], type=pa.string()),
         "entities": pa.array([row.pop("entities") for row in rows], type=pa.list_(entity)),
     }
-    if any(rows):  # carried fields (and the text): types inferred
-        rest = pa.Table.from_pylist(rows)
-        columns.update(zip(rest.column_names, rest.columns))
+    names: Dict[str, None] = {}
+    for row in rows:  # every carried field (and the text), in the order first seen
+        names.update(dict.fromkeys(row))
+    for name in names:
+        columns[name] = _carried_column(pa, [row.get(name) for row in rows])
     pa.parquet.write_table(pa.table(columns), path)
+
+
+def _carried_column(pa: Any, values: List[Any]) -> Any:
+    """A carried field's column: its own type where Arrow infers one, else JSON text
+    (mixed types, empty objects), and text for a field null in the whole shard, so
+    that shards agree wherever they can."""
+    try:
+        column = pa.array(values)
+        if pa.types.is_null(column.type):
+            return pa.array(values, type=pa.string())
+        if not _has_empty_struct(pa, column.type):
+            return column
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in values], type=pa.string())
+
+
+def _has_empty_struct(pa: Any, kind: Any) -> bool:
+    if pa.types.is_struct(kind):
+        return kind.num_fields == 0 or any(_has_empty_struct(pa, kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return bool(_has_empty_struct(pa, kind.value_type))
+    return False
 
 
 def chunks(items: Iterable[T], size: int) -> Iterator[List[T]]:
@@ -88,7 +124,9 @@ def check_manifest(output: Path, files: List[Path], fmt: RecordFormat, shape: Di
     path = output / "manifest.json"
     if path.exists():
         before = json.loads(path.read_text(encoding="utf8"))
-        before.setdefault("output_format", "jsonl")  # manifests written before Parquet output
+        # Manifests written before Parquet output: JSON lines, and the batch size was not kept.
+        before.setdefault("output_format", "jsonl")
+        before.setdefault("batch_size", shape.get("batch_size"))
         if before != manifest:
             changed = sorted(k for k in manifest if before.get(k) != manifest[k])
             raise FlatError(

@@ -78,8 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     annotate.add_argument("--address", default=None, help="--engine ray: a Ray cluster to join (default: a local Ray)")
     annotate.add_argument(
         "--gpus-per-actor",
-        default="auto",
-        help="--engine ray with --gpu-id: GPUs per actor (a fraction shares one); auto: the cluster's GPUs shared",
+        default=None,
+        help="--engine ray with --gpu-id: GPUs per actor (a fraction shares one); default: the cluster's GPUs shared",
     )
     pretrain = commands.add_parser(
         "pretrain-vectors", help="train character, bigram and word vectors (word2vec) from raw text; needs [pretrain]"
@@ -155,8 +155,10 @@ def _annotate(args: argparse.Namespace) -> None:
         from ..annotation.ray_engine import annotate_with_ray
 
         gpus: Union[float, str] = 0.0
+        if args.gpus_per_actor is not None and args.gpu_id < 0:
+            raise FlatError("--gpus-per-actor needs --gpu-id (GPU actors)")
         if args.gpu_id >= 0:
-            gpus = "auto" if args.gpus_per_actor == "auto" else float(args.gpus_per_actor)
+            gpus = _gpus_per_actor(args.gpus_per_actor)
         summary = annotate_with_ray(
             args.model, args.inputs, args.output, fmt, settings, actors=args.actors, address=args.address, num_gpus=gpus
         )
@@ -171,6 +173,18 @@ def _annotate(args: argparse.Namespace) -> None:
     )
     for problem in summary["problems"][:20]:
         print(f"  {problem}")
+
+
+def _gpus_per_actor(value: Optional[str]) -> Union[float, str]:
+    if value in (None, "auto"):
+        return "auto"
+    try:
+        gpus = float(str(value))
+    except ValueError:
+        raise FlatError(f"--gpus-per-actor takes a number or auto, got {value!r}") from None
+    if gpus <= 0 or (gpus > 1 and not gpus.is_integer()):
+        raise FlatError(f"--gpus-per-actor: a fraction of one GPU (0 to 1) or a whole number, got {value}")
+    return gpus
 
 
 def _schedule(config: Path, train: Path, epochs: int, output: Optional[Path]) -> None:
