@@ -20,6 +20,7 @@ the default peer never left F1 0.
     python benchmarks/transformer.py resume --epochs 6 --lexicon w2v --skip-peer
     python benchmarks/transformer.py resume --epochs 3 --model ../shared/vectors/m3e-small
     python benchmarks/transformer.py msra --epochs 1 --skip-peer --set training.eval_frequency=1839
+    python benchmarks/transformer.py weibo --epochs 3 --seeds 0 1 2 --skip-peer --config resume_dcsan_trf.cfg
 """
 
 import argparse
@@ -97,6 +98,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--lexicon", choices=sorted(LEXICONS), help="flat_ner's lexicon instead of jieba's")
+    parser.add_argument(
+        "--config", default="resume_trf.cfg", help="ours, under configs/: resume_dcsan_trf.cfg for DC-SAN+BERT"
+    )
     parser.add_argument("--skip-peer", action="store_true", help="train only flat_ner (more seeds of a measured row)")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N docs of each split")
     parser.add_argument(
@@ -106,7 +110,8 @@ def main() -> None:
     model = str(Path(args.model).resolve())
     data = splits(args.dataset)
     rows: List[List[str]] = []
-    results: Dict[str, List[dict]] = {OURS: [], PEER: []}
+    label = OURS if args.config == "resume_trf.cfg" else f"{args.config} + transformer (flat_ner)"
+    results: Dict[str, List[dict]] = {label: [], PEER: []}
     with tempfile.TemporaryDirectory() as tmp:
         if args.limit:
             data = sliced(data, args.limit, Path(tmp) / "data")
@@ -116,14 +121,14 @@ def main() -> None:
         peer_config(model, args.epochs).to_disk(peer_path)
         for seed in args.seeds:
             ours = run(
-                ROOT / "configs" / "resume_trf.cfg",
+                ROOT / "configs" / args.config,
                 data,
                 seed,
                 args.epochs,
                 {"paths.transformer": model, **shared, **(LEXICONS[args.lexicon] if args.lexicon else {})},
                 Path(tmp) / f"flat{seed}",
             )
-            runs = [(OURS, ours)]
+            runs = [(label, ours)]
             if not args.skip_peer:
                 runs.append((PEER, run(peer_path, data, seed, args.epochs, shared, Path(tmp) / f"peer{seed}")))
             for label, r in runs:
