@@ -110,8 +110,8 @@ def main() -> None:
     model = str(Path(args.model).resolve())
     data = splits(args.dataset)
     rows: List[List[str]] = []
-    label = OURS if args.config == "resume_trf.cfg" else f"{args.config} + transformer (flat_ner)"
-    results: Dict[str, List[dict]] = {label: [], PEER: []}
+    ours_label = OURS if args.config == "resume_trf.cfg" else f"{args.config} + transformer (flat_ner)"
+    results: Dict[str, List[dict]] = {ours_label: [], PEER: []}
     with tempfile.TemporaryDirectory() as tmp:
         if args.limit:
             data = sliced(data, args.limit, Path(tmp) / "data")
@@ -128,7 +128,7 @@ def main() -> None:
                 {"paths.transformer": model, **shared, **(LEXICONS[args.lexicon] if args.lexicon else {})},
                 Path(tmp) / f"flat{seed}",
             )
-            runs = [(label, ours)]
+            runs = [(ours_label, ours)]
             if not args.skip_peer:
                 runs.append((PEER, run(peer_path, data, seed, args.epochs, shared, Path(tmp) / f"peer{seed}")))
             for label, r in runs:
