@@ -1,11 +1,11 @@
-"""How fast the driver of `annotate --engine ray` reads (issue 19): the Ray engine
-reads and checks every record on the driver, then hands shards to the actors, so
-the driver's read rate bounds how many actors one run can feed. Times, on MSRA
-test repeated to --chars characters in a JSON-lines file (and a gzip copy):
-reading alone, and reading plus cutting the shards into the object-store blocks
-the actors take (without Ray itself, whose `ray.put` is a memory copy).
+"""What reading costs `annotate --engine ray` (issue 19): its Ray Data tasks read
+every input file twice, a file a task (`annotation/ray_reading.py`): once to count
+the good records, once to cut them into the batches the actors annotate. Times
+both passes' work on one core, without Ray, on MSRA test repeated to --chars
+characters in a JSON-lines file (and a gzip copy), and sets it beside what one
+actor annotates in the same time.
 
-    python benchmarks/annotate_read.py --chars 20000000 --actor-rate 13800
+    python benchmarks/annotate_read.py --chars 5000000 --actor-rate 13800
 """
 
 import argparse
@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Callable, List
 
 sys.path.insert(0, str(Path(__file__).parent))
+from dataclasses import asdict
+
 from common import load_average, machine, texts
 
-from spacy_flat.annotation.ray_engine import _shard_blocks
-from spacy_flat.annotation.records import ReadReport, RecordFormat, read_records, require_pyarrow
-from spacy_flat.annotation.shards import chunks
+from spacy_flat.annotation.ray_reading import _count, _file_batches
+from spacy_flat.annotation.records import RecordFormat
 
 
 def timed(job: Callable[[], int], repeats: int) -> List[float]:
@@ -44,7 +45,6 @@ def main() -> None:
     parser.add_argument("--actor-rate", type=float, default=13_800.0, help="chars/s one actor annotates")
     args = parser.parse_args()
     print(f"Machine: {machine()}; before: {load_average()}\n")
-    pa = require_pyarrow()
     sentences = texts("msra", "test")
     with tempfile.TemporaryDirectory() as tmp:
         plain, packed = Path(tmp) / "in.jsonl", Path(tmp) / "in.jsonl.gz"
@@ -59,26 +59,31 @@ def main() -> None:
                     n += 1
         print(f"{n:,} documents, {chars:,} characters ({plain.stat().st_size / 1e6:.0f} MB as JSON lines)\n")
 
-        def read(path: Path) -> int:
-            return sum(1 for _ in read_records([path], RecordFormat(), ReadReport()))
+        fmt = asdict(RecordFormat())
 
-        def read_and_cut(path: Path) -> int:
-            shards = chunks(read_records([path], RecordFormat(), ReadReport()), args.shard_size)
-            return sum(len(b) for k, shard in enumerate(shards) for b in _shard_blocks(pa, k, shard, args.batch_size))
+        def count(path: Path) -> int:
+            return int(_count({"index": [0], "path": [str(path)]}, fmt)["good"][0])
 
-        print("| driver step | seconds, median (range) | characters/s | actors it feeds at the actor rate |")
+        def cut(path: Path) -> int:
+            pending = list(range(n // args.shard_size + 1))
+            file = {"index": [0], "path": [str(path)], "start": [0]}
+            blocks = _file_batches(file, fmt, args.shard_size, args.batch_size, pending)
+            return sum(len(block["chunk"]) for block in blocks)
+
+        print("| pass, one core | seconds, median (range) | characters/s | share of an actor's annotating time |")
         print("|---|---|---|---|")
         for name, job in [
-            ("read JSON lines", lambda: read(plain)),
-            ("read JSON lines + cut shards into blocks", lambda: read_and_cut(plain)),
-            ("read gzip JSON lines + cut shards into blocks", lambda: read_and_cut(packed)),
+            ("count (read, check)", lambda: count(plain)),
+            ("cut (read, check, cut into batch rows)", lambda: cut(plain)),
+            ("count, gzip", lambda: count(packed)),
+            ("cut, gzip", lambda: cut(packed)),
         ]:
             seconds = timed(job, args.repeats)
             median = statistics.median(seconds)
             rate = chars / median
             print(
                 f"| {name} | {median:.2f} ({min(seconds):.2f}–{max(seconds):.2f}) | {rate:,.0f} | "
-                f"{rate / args.actor_rate:,.0f} |"
+                f"{100 * args.actor_rate / rate:.2f}% |"
             )
     print(f"\nActor rate: {args.actor_rate:,.0f} chars/s (one actor, one thread); after: {load_average()}")
 

@@ -5,6 +5,7 @@ resumes, Parquet in and out (skipped without pyarrow), output equal to nlp.pipe.
 import csv
 import gzip
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import spacy_flat.annotation.local as local
 from spacy_flat.annotation.batches import PIPELINE_FAILED
 from spacy_flat.annotation.local import AnnotateSettings, annotate
 from spacy_flat.annotation.ray_actor import AttemptLedger
+from spacy_flat.annotation.ray_reading import _count, _file_batches
 from spacy_flat.annotation.records import RecordFormat
 from spacy_flat.annotation.shards import read_shards as read_any_shards
 from spacy_flat.cli.main import main
@@ -237,3 +239,40 @@ def test_the_ledger_counts_a_death_only_against_the_batch_in_hand():
     ledger.hold("0.1", 2)
     ledger.end("0.1")
     assert ledger.begin("0.1") == (1 + 3, [1]) and ledger.fatal["0.1"] == {1}
+
+
+@needs_shared
+def test_rays_reading_tasks_cut_the_local_engines_shards_and_batches(trained_nlp, tmp_path, monkeypatch):
+    texts = sentences(65)
+    (tmp_path / "a.txt").write_text("\n".join(texts[:25]) + "\n\n", encoding="utf8")  # and an empty line
+    with gzip.open(tmp_path / "b.jsonl.gz", "wt", encoding="utf8") as f:
+        f.write("{broken\n")
+        f.writelines(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts[25:])
+    files = [tmp_path / "a.txt", tmp_path / "b.jsonl.gz"]
+    settings = AnnotateSettings(batch_size=16, shard_size=30, progress=False)
+    seen = []
+    real = local.annotate_batch
+
+    def recording(nlp, batch, *args, **kwargs):
+        seen.append([r.id for r in batch])
+        return real(nlp, batch, *args, **kwargs)
+
+    monkeypatch.setattr(local, "annotate_batch", recording)
+    summary = annotate(trained_nlp, [str(f) for f in files], tmp_path / "out", settings=settings)
+    fmt = asdict(RecordFormat())
+    counted = _count({"index": [0, 1], "path": [str(f) for f in files]}, fmt)
+    assert counted["good"] == [25, 40] and sum(counted["read"]) == summary["read"] == 65
+    problems = [p for row in counted["problems"] for p in json.loads(row)]
+    assert problems == summary["problems"]  # the empty line and the broken record, in file order
+    cut = []
+    for k, (path, start) in enumerate(zip(files, (0, 25))):
+        file = {"index": [k], "path": [str(path)], "start": [start]}
+        for block in _file_batches(file, fmt, 30, 16, [0, 1, 2]):
+            cut.extend([[record[0] for record in json.loads(chunk)] for chunk in block["chunk"]])
+    # A shard that spans two files is cut from each file's first record in it.
+    assert [len(b) for b in cut] == [16, 9, 5, 16, 14, 5]
+    assert cut == seen
+    # Only the pending shards are cut again.
+    file = {"index": [1], "path": [str(files[1])], "start": [25]}
+    shards = [s for block in _file_batches(file, fmt, 30, 16, [2]) for s in block["shard"]]
+    assert shards == [2]

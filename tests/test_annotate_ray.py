@@ -6,6 +6,7 @@ retried for ever, a run stopped after some shards resuming, Parquet in and out,
 GPUs shared among actors, and the Dataset entry point. Skipped without the [ray]
 extra."""
 
+import gzip
 import json
 
 import pytest
@@ -121,15 +122,25 @@ def test_parquet_in_and_out_on_ray(corpus, local_ray, tmp_path):
     import pyarrow.parquet as pq
 
     root, _ = corpus
-    texts = sentences(80)
-    pq.write_table(pa.table({"text": texts, "n": list(range(80))}), tmp_path / "in.parquet", row_group_size=30)
+    texts = sentences(120)
+    pq.write_table(pa.table({"text": texts[:80], "n": list(range(80))}), tmp_path / "in.parquet", row_group_size=30)
+    (tmp_path / "more.txt").write_text("\n".join(texts[80:100]) + "\n", encoding="utf8")
+    with gzip.open(tmp_path / "last.jsonl.gz", "wt", encoding="utf8") as f:
+        f.write("{broken\n")
+        f.writelines(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in texts[100:])
     settings = AnnotateSettings(batch_size=16, shard_size=50, progress=False, output_format="parquet")
-    inputs = [str(tmp_path / "in.parquet")]
+    inputs = [str(tmp_path / name) for name in ("in.parquet", "more.txt", "last.jsonl.gz")]
     local = annotate(str(root / "model"), inputs, tmp_path / "local", RecordFormat(), settings)
     remote = annotate_with_ray(str(root / "model"), inputs, tmp_path / "ray", None, settings)
+    # Shards that span files, a gzip member read on the workers, a bad record: equal to the local engine.
     assert read_any_shards(tmp_path / "ray") == read_any_shards(tmp_path / "local")
-    assert (remote["read"], remote["annotated"], local["annotated"]) == (80, 80, 80)
-    assert sorted(p.name for p in (tmp_path / "ray").glob("shard-*")) == ["shard-00000.parquet", "shard-00001.parquet"]
+    assert (remote["read"], remote["annotated"], local["annotated"]) == (120, 120, 120)
+    assert (
+        remote["problems"]
+        == local["problems"]
+        == [f"{tmp_path / 'last.jsonl.gz'}:1: not JSON (Expecting property name enclosed in double quotes)"]
+    )
+    assert sorted(p.name for p in (tmp_path / "ray").glob("shard-*")) == [f"shard-0000{k}.parquet" for k in range(3)]
 
 
 class FakeRay:

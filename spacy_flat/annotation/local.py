@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -113,8 +114,10 @@ def annotate(
 
 
 def _annotate_shard(nlp: Language, shard: List[Record], settings: AnnotateSettings, key: Optional[str]) -> BatchResult:
-    """One shard, batch by batch as the Ray engine cuts it; with `n_process` > 1,
-    spaCy's processes take the whole shard and a failure redoes it here."""
+    """One shard, batch by batch as the Ray engine cuts it (each file's records in the
+    shard cut into batches from their first, since Ray reads each file in its own
+    task); with `n_process` > 1, spaCy's processes take the whole shard and a failure
+    redoes it here."""
     if settings.n_process > 1:
         try:
             pairs = ((r.text, r) for r in shard)
@@ -127,7 +130,8 @@ def _annotate_shard(nlp: Language, shard: List[Record], settings: AnnotateSettin
         except Exception:
             pass
     result = BatchResult()
-    for batch in chunks(shard, settings.batch_size):
+    batches = (b for _, part in groupby(shard, key=lambda r: r.source) for b in chunks(part, settings.batch_size))
+    for batch in batches:
         done = annotate_batch(nlp, batch, key, settings.keep_text)
         result.lines.extend(done.lines)
         result.skipped.extend(done.skipped)

@@ -1,12 +1,11 @@
 """`annotate --engine ray`: the same run as `local.py` on Ray Data, so the work
 spreads over the actors of a local Ray or of a cluster (`--address`).
 
-Records are read and checked on the driver by the same readers as the local
-engine (ids, bad-record reports and counts are the local engine's), cut into
-shards and `nlp.pipe` batches as the local engine cuts them, and put into Ray's
-object store a shard at a time (so the driver holds one shard, and the store
-spills to disk beyond its memory); `map_batches` over an actor pool, in which
-each actor loads the pipeline once (`ray_actor.py`), annotates one batch a row.
+Records are read by Ray Data tasks on the cluster, a file a task, with the same
+readers as the local engine (ids, bad-record reports and counts are the local
+engine's), and cut into the shards and `nlp.pipe` batches the local engine cuts
+(`ray_reading.py`); `map_batches` over an actor pool, in which each actor loads
+the pipeline once (`ray_actor.py`), annotates one batch a row.
 The driver writes the shards in input order (Ray Data keeps the order when
 asked), so the two engines' outputs are equal line for line. A killed actor is
 restarted and its batch retried; a document that kills its worker again and
@@ -27,14 +26,12 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 from ..errors import FlatError
 from .local import AnnotateSettings, _bar
 from .ray_actor import Annotator, AttemptLedger
-from .records import ReadReport, Record, RecordFormat, input_files, read_records, require_pyarrow
-from .shards import check_manifest, chunks, shard_path, write_shard
+from .ray_reading import BLOCK_BYTES, batch_rows, count_files
+from .records import RecordFormat, input_files
+from .shards import check_manifest, shard_path, write_shard
 
 if TYPE_CHECKING:
     import ray.data
-
-# nlp.pipe batches per object-store block: a task's work, and what a dead actor's retry redoes.
-BLOCK_BATCHES = 4
 
 
 def require_ray() -> Any:
@@ -110,38 +107,39 @@ def annotate_with_ray(
     RETURNS (Dict[str, Any]): The summary, also written to `output/summary.json`.
     """
     ray = require_ray()
-    pa = require_pyarrow()
     fmt = fmt or RecordFormat()
     settings = settings or AnnotateSettings()
     files = input_files(inputs)
     output.mkdir(parents=True, exist_ok=True)
     check_manifest(output, files, fmt, settings.shape(), str(pipeline))
-    report = ReadReport()
     counts = {"annotated": 0, "characters": 0, "shards_written": 0, "shards_reused": 0}
     start = time.perf_counter()
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    context = ray.data.DataContext.get_current()
+    before = (context.execution_options.preserve_order, context.enable_progress_bars, context.target_max_block_size)
     try:
         gpus = gpus_per_actor(ray, num_gpus, actors)
-        context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True
         context.enable_progress_bars = False
-        # Read on the driver a shard at a time into the object store, as blocks of a few
-        # rows, a row per nlp.pipe batch cut as the local engine cuts it: the actors
-        # share a shard's blocks, and a dead actor's retry redoes one block.
-        sizes: Dict[int, int] = {}
-        blocks: List[Any] = []
-        for index, shard in enumerate(chunks(read_records(files, fmt, report), settings.shard_size)):
+        context.target_max_block_size = BLOCK_BYTES
+        # Read by Ray Data tasks, a file each: first the counts, then the pending shards' batches.
+        good, report = count_files(ray, files, fmt)
+        total, size = sum(good), settings.shard_size
+        sizes = {s: min(size, total - s * size) for s in range(math.ceil(total / size))}
+        for index in list(sizes):
             if shard_path(output, index, settings.output_format).exists():
                 counts["shards_reused"] += 1
-                continue
-            sizes[index] = len(shard)
-            blocks.extend(ray.put(block) for block in _shard_blocks(pa, index, shard, settings.batch_size))
+                del sizes[index]
         bar = _bar(settings.progress)
-        if blocks:
+        if sizes:
+            pending = set(sizes)
+            rows = batch_rows(
+                ray, files, good, fmt, shard_size=size, batch_size=settings.batch_size, pending=pending, actors=actors
+            )
             done = annotate_dataset(
-                ray.data.from_arrow_refs(blocks),
+                rows,
                 str(pipeline),
                 batch_size=settings.batch_size,
                 actors=actors,
@@ -161,6 +159,11 @@ def annotate_with_ray(
     finally:
         if started_here:
             ray.shutdown()
+        else:  # the caller's Ray: leave its Data context as it was
+            preserve, bars, block_bytes = before
+            context.execution_options.preserve_order = preserve
+            context.enable_progress_bars = bars
+            context.target_max_block_size = block_bytes
     seconds = time.perf_counter() - start
     summary = {
         "engine": "ray",
@@ -188,22 +191,6 @@ def gpus_per_actor(ray: Any, asked: Union[float, str], actors: int) -> float:
             raise FlatError("a GPU was asked for, but the Ray cluster has none")
         return math.floor(10_000 / math.ceil(actors / total)) / 10_000
     return float(asked)
-
-
-def _shard_blocks(pa: Any, index: int, shard: List[Record], batch_size: int) -> Iterator[Any]:
-    rows = [
-        json.dumps([[r.id, r.text, r.origin, r.fields] for r in batch], ensure_ascii=False, default=str)
-        for batch in chunks(shard, batch_size)
-    ]
-    for first in range(0, len(rows), BLOCK_BATCHES):
-        part = rows[first : first + BLOCK_BATCHES]
-        yield pa.table(
-            {
-                "shard": pa.array([index] * len(part), pa.int64()),
-                "key": pa.array([f"{index}.{first + k}" for k in range(len(part))], pa.string()),
-                "chunk": pa.array(part, pa.large_string()),
-            }
-        )
 
 
 def _shards(rows: Iterable[Dict[str, Any]], sizes: Dict[int, int]) -> Iterator[Tuple[int, List[str], List[Any], int]]:

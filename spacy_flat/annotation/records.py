@@ -35,12 +35,13 @@ MAX_LISTED = 200
 
 @dataclass
 class Record:
-    """One document: its id, its text, where it came from and the fields it carries."""
+    """One document: its id, its text, where it came from (file and line; file) and the fields it carries."""
 
     id: str
     text: str
     origin: str
     fields: Dict[str, Any] = field(default_factory=dict)
+    source: str = ""
 
 
 @dataclass
@@ -73,7 +74,8 @@ class RecordFormat:
 
 
 def input_files(inputs: Sequence[str]) -> List[Path]:
-    """Files, directories (every file below, sorted) and globs, in the order given.
+    """Files, directories (every file below, sorted) and globs, in the order given;
+    a file named twice is read once, where it first comes.
 
     RETURNS (List[Path]): The files; raises FileNotFoundError naming an input that matches none.
     """
@@ -89,30 +91,43 @@ def input_files(inputs: Sequence[str]) -> List[Path]:
             if not matched:
                 raise FileNotFoundError(f"{item}: no such file, directory or glob match")
             files.extend(matched)
-    return files
+    unique: Dict[Path, Path] = {}
+    for path in files:
+        unique.setdefault(path.resolve(), path)
+    return list(unique.values())
 
 
 def read_records(files: Sequence[Path], fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
     """Stream the documents of `files`, skipping (and reporting) bad records."""
     for path in files:
-        suffix, stem = path.suffix.lower(), path.name
-        if suffix in COMPRESSED:
-            stem = path.name[: -len(suffix)]
-        kind = Path(stem).suffix.lower()
-        if kind not in FORMATS or (kind == ".parquet" and suffix in COMPRESSED):
-            report.skip(str(path), f"unknown format {kind!r} (.txt, .jsonl or .csv, plain or gz, xz, bz2; .parquet)")
-            continue
-        try:
-            for record in _file_records(path, kind, fmt, report):
-                if not record.text.strip():
-                    report.skip(record.origin, "empty text")
-                elif fmt.max_chars and len(record.text) > fmt.max_chars:
-                    report.skip(record.origin, f"text longer than {fmt.max_chars:,} characters")
-                else:
-                    report.read += 1
-                    yield record
-        except (OSError, EOFError, lzma.LZMAError) as err:
-            _damaged(report, str(path), err)
+        yield from file_records(path, fmt, report)
+
+
+def file_records(path: Path, fmt: RecordFormat, report: ReadReport, data: Optional[bytes] = None) -> Iterator[Record]:
+    """Stream the documents of one file, skipping (and reporting) bad records.
+
+    data (Optional[bytes]): The file's bytes, already read (by Ray Data's
+        `read_binary_files` on a worker); None reads `path`.
+    """
+    suffix, stem = path.suffix.lower(), path.name
+    if suffix in COMPRESSED:
+        stem = path.name[: -len(suffix)]
+    kind = Path(stem).suffix.lower()
+    if kind not in FORMATS or (kind == ".parquet" and suffix in COMPRESSED):
+        report.skip(str(path), f"unknown format {kind!r} (.txt, .jsonl or .csv, plain or gz, xz, bz2; .parquet)")
+        return
+    try:
+        for record in _file_records(path, kind, fmt, report, data):
+            if not record.text.strip():
+                report.skip(record.origin, "empty text")
+            elif fmt.max_chars and len(record.text) > fmt.max_chars:
+                report.skip(record.origin, f"text longer than {fmt.max_chars:,} characters")
+            else:
+                report.read += 1
+                record.source = str(path)
+                yield record
+    except (OSError, EOFError, lzma.LZMAError) as err:
+        _damaged(report, str(path), err)
 
 
 def require_pyarrow() -> Any:
@@ -125,24 +140,28 @@ def require_pyarrow() -> Any:
     return pyarrow
 
 
-def _file_records(path: Path, kind: str, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+def _file_records(
+    path: Path, kind: str, fmt: RecordFormat, report: ReadReport, data: Optional[bytes]
+) -> Iterator[Record]:
     if kind == ".parquet":
-        yield from _parquet_rows(path, fmt, report)
+        yield from _parquet_rows(path, fmt, report, data)
         return
-    with _open(path) as raw:
+    with _open(path, data) as raw:
         reader = {".txt": _text_lines, ".jsonl": _json_lines, ".csv": _csv_rows}[kind]
         yield from reader(raw, str(path), fmt, report)
 
 
-def _open(path: Path) -> IO[bytes]:
+def _open(path: Path, data: Optional[bytes]) -> IO[bytes]:
+    # The openers take a path (and close the file) or, for bytes in memory, a file object.
+    source: Any = path if data is None else io.BytesIO(data)
     suffix = path.suffix.lower()
     if suffix == ".gz":
-        return cast(IO[bytes], gzip.open(path, "rb"))
+        return cast(IO[bytes], gzip.open(source, "rb"))
     if suffix == ".xz":
-        return cast(IO[bytes], lzma.open(path, "rb"))
+        return cast(IO[bytes], lzma.open(source, "rb"))
     if suffix == ".bz2":
-        return cast(IO[bytes], bz2.open(path, "rb"))
-    return path.open("rb")
+        return cast(IO[bytes], bz2.open(source, "rb"))
+    return source.open("rb") if data is None else source
 
 
 def _decoded(raw: IO[bytes], where: str, report: ReadReport) -> Iterator[tuple]:
@@ -197,17 +216,19 @@ def _damaged(report: ReadReport, where: str, err: Exception) -> None:
     report.skip(where, "damaged file, read up to the damage", f"damaged file, read up to the damage ({err})")
 
 
-def _parquet_rows(path: Path, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+def _parquet_rows(path: Path, fmt: RecordFormat, report: ReadReport, data: Optional[bytes]) -> Iterator[Record]:
     pa = require_pyarrow()
     try:
-        yield from _parquet_records(pa, path, fmt, report)
+        yield from _parquet_records(pa, path, fmt, report, data)
     except pa.ArrowException as err:  # not Parquet, or a damaged page: what was read stays read
         _damaged(report, str(path), err)
 
 
-def _parquet_records(pa: Any, path: Path, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+def _parquet_records(
+    pa: Any, path: Path, fmt: RecordFormat, report: ReadReport, data: Optional[bytes]
+) -> Iterator[Record]:
     where = str(path)
-    source = pa.parquet.ParquetFile(path)
+    source = pa.parquet.ParquetFile(path if data is None else pa.BufferReader(data))
     names = source.schema_arrow.names
     if fmt.text_field not in names:
         report.skip(where, f"no text column {fmt.text_field!r} (columns: {', '.join(names)})")
