@@ -62,11 +62,11 @@ def main() -> None:
         fmt = asdict(RecordFormat())
 
         def count(path: Path) -> int:
-            return int(_count({"index": [0], "path": [str(path)]}, fmt)["good"][0])
+            return int(_count({"index": [0], "path": [str(path)], "name": [str(path)]}, fmt)["good"][0])
 
         def cut(path: Path) -> int:
             pending = list(range(n // args.shard_size + 1))
-            file = {"index": [0], "path": [str(path)], "start": [0]}
+            file = {"index": [0], "path": [str(path)], "name": [str(path)], "start": [0], "good": [n]}
             blocks = _file_batches(file, fmt, args.shard_size, args.batch_size, pending)
             return sum(len(block["chunk"]) for block in blocks)
 

@@ -260,19 +260,25 @@ def test_rays_reading_tasks_cut_the_local_engines_shards_and_batches(trained_nlp
     monkeypatch.setattr(local, "annotate_batch", recording)
     summary = annotate(trained_nlp, [str(f) for f in files], tmp_path / "out", settings=settings)
     fmt = asdict(RecordFormat())
-    counted = _count({"index": [0, 1], "path": [str(f) for f in files]}, fmt)
+    counted = _count({"index": [0, 1], "path": [str(f) for f in files], "name": [str(f) for f in files]}, fmt)
     assert counted["good"] == [25, 40] and sum(counted["read"]) == summary["read"] == 65
     problems = [p for row in counted["problems"] for p in json.loads(row)]
     assert problems == summary["problems"]  # the empty line and the broken record, in file order
     cut = []
-    for k, (path, start) in enumerate(zip(files, (0, 25))):
-        file = {"index": [k], "path": [str(path)], "start": [start]}
+    for k, (path, start, good) in enumerate(zip(files, (0, 25), (25, 40))):
+        file = {"index": [k], "path": [str(path)], "name": [str(path)], "start": [start], "good": [good]}
         for block in _file_batches(file, fmt, 30, 16, [0, 1, 2]):
             cut.extend([[record[0] for record in json.loads(chunk)] for chunk in block["chunk"]])
     # A shard that spans two files is cut from each file's first record in it.
     assert [len(b) for b in cut] == [16, 9, 5, 16, 14, 5]
     assert cut == seen
     # Only the pending shards are cut again.
-    file = {"index": [1], "path": [str(files[1])], "start": [25]}
+    file = {"index": [1], "path": [str(files[1])], "name": ["b"], "start": [25], "good": [40]}
     shards = [s for block in _file_batches(file, fmt, 30, 16, [2]) for s in block["shard"]]
     assert shards == [2]
+    # Reading stops after the last pending shard; a file that changed between the passes is an error.
+    assert [s for block in _file_batches(file, fmt, 30, 16, [0]) for s in block["shard"]] == [0]
+    with pytest.raises(FlatError, match="b changed between the two reading passes: 41 good records, then 40"):
+        list(_file_batches({**file, "good": [41]}, fmt, 30, 16, [0, 1, 2]))
+    with pytest.raises(FlatError, match="b: no such file at"):
+        list(_file_batches({**file, "path": [str(tmp_path / "gone.txt")]}, fmt, 30, 16, [2]))

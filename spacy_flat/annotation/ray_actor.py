@@ -70,7 +70,7 @@ class Annotator:
     """A Ray Data actor: loads the pipeline once, then annotates batches of rows.
 
     Rows are whole `nlp.pipe` batches (`shard`, `key`, `chunk`: the records as
-    JSON), cut on the driver exactly as the local engine cuts its shards, so every
+    JSON), cut by the reading tasks exactly as the local engine cuts its shards, so every
     doc meets the same batch-mates and the output equals the local engine's to the
     last digit of every probability; or, from `annotate_dataset` with
     `chunked=False`, single documents (`shard`, `id`, `text`, `fields`), each

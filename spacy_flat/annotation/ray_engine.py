@@ -157,13 +157,13 @@ def annotate_with_ray(
                 bar.update(sizes[index])
         bar.close()
     finally:
+        # The Data context outlives Ray's shutdown (a process-wide default): leave it as it was.
+        preserve, bars, block_bytes = before
+        context.execution_options.preserve_order = preserve
+        context.enable_progress_bars = bars
+        context.target_max_block_size = block_bytes
         if started_here:
             ray.shutdown()
-        else:  # the caller's Ray: leave its Data context as it was
-            preserve, bars, block_bytes = before
-            context.execution_options.preserve_order = preserve
-            context.enable_progress_bars = bars
-            context.target_max_block_size = block_bytes
     seconds = time.perf_counter() - start
     summary = {
         "engine": "ray",

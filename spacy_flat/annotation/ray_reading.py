@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Sequence, Set, Tuple
 
+from ..errors import FlatError
 from .records import MAX_LISTED, ReadReport, Record, RecordFormat, file_records
 from .shards import chunks
 
@@ -34,8 +35,8 @@ YIELD_BATCHES = 4
 # sentences is some 10 KB), so that one file's batches spread over all the actors,
 # and a dead actor's retry redoes one batch.
 BLOCK_BYTES = 1024
-# Actors per concurrent reading task (one reads ~5M characters/s, an actor annotates ~14k).
-ACTORS_PER_READER = 32
+# Actors per concurrent reading task (one reads and cuts ~5M characters/s, an actor annotates ~14k).
+ACTORS_PER_READER = 256
 
 
 def count_files(ray: Any, files: Sequence[Path], fmt: RecordFormat) -> Tuple[List[int], ReadReport]:
@@ -44,7 +45,7 @@ def count_files(ray: Any, files: Sequence[Path], fmt: RecordFormat) -> Tuple[Lis
     RETURNS (Tuple[List[int], ReadReport]): Good records per file, in `files` order,
         and the run's read report (problems in file order).
     """
-    items = [{"index": k, "path": str(path)} for k, path in enumerate(files)]
+    items = [{"index": k, "path": str(path.resolve()), "name": str(path)} for k, path in enumerate(files)]
     rows = (
         ray.data.from_items(items, override_num_blocks=max(1, len(items)))
         .map_batches(_count, batch_size=1, fn_kwargs={"fmt": asdict(fmt)})
@@ -73,15 +74,14 @@ def batch_rows(
     """Second pass: a Dataset of rows (`shard`, `key`, `chunk`: one `nlp.pipe` batch
     of records as JSON) for the records of the `pending` shards, in record order.
 
-    actors (int): The actors to feed: a reading task keeps up with hundreds, so a
-        few tasks at a time are plenty (without a CPU each, nothing else bounds them).
+    actors (int): The actors to feed (a reading task keeps up with hundreds).
     """
     items = []
     start = 0
     for k, (path, n) in enumerate(zip(files, good)):
         shards = range(start // shard_size, (start + n - 1) // shard_size + 1) if n else range(0)
         if any(s in pending for s in shards):
-            items.append({"index": k, "path": str(path), "start": start})
+            items.append({"index": k, "path": str(path.resolve()), "name": str(path), "start": start, "good": n})
         start += n
     kwargs = {"fmt": asdict(fmt), "shard_size": shard_size, "batch_size": batch_size, "pending": sorted(pending)}
     dataset = ray.data.from_items(items, override_num_blocks=max(1, len(items)))
@@ -89,15 +89,18 @@ def batch_rows(
     # never run beside actors that hold them all. Asking for other resources than the actors
     # also keeps Ray Data from fusing reading into the actors, where one file's batches
     # would all go to one actor.
-    readers = ray.data.TaskPoolStrategy(size=min(max(1, len(items)), max(2, math.ceil(actors / ACTORS_PER_READER))))
+    # One reading task at a time: it keeps up with some 350 actors, and in order (preserve_order)
+    # a second task's whole output would wait in the object store for the first to finish.
+    readers = ray.data.TaskPoolStrategy(size=max(1, math.ceil(actors / ACTORS_PER_READER)))
     return dataset.map_batches(_file_batches, batch_size=1, fn_kwargs=kwargs, num_cpus=0, compute=readers)
 
 
 def _count(batch: Dict[str, Any], fmt: Dict[str, Any]) -> Dict[str, List[Any]]:
     out: Dict[str, List[Any]] = {"index": [], "good": [], "read": [], "skipped": [], "problems": []}
-    for index, path in zip(batch["index"], batch["path"]):
+    for index, path, name in zip(batch["index"], batch["path"], batch["name"]):
+        _require_file(Path(str(path)), str(name))
         report = ReadReport()
-        good = sum(1 for _ in file_records(Path(str(path)), RecordFormat(**fmt), report))
+        good = sum(1 for _ in file_records(Path(str(path)), RecordFormat(**fmt), report, name=str(name)))
         out["index"].append(int(index))
         out["good"].append(good)
         out["read"].append(report.read)
@@ -111,11 +114,20 @@ def _file_batches(
 ) -> Iterator[Dict[str, List[Any]]]:
     """One file's records of the pending shards as batch rows, a few batches a
     block as they are read (a large file never sits whole in a worker's memory)."""
-    wanted = set(pending)
-    for index, path, start in zip(batch["index"], batch["path"], batch["start"]):
-        records = enumerate(file_records(Path(str(path)), RecordFormat(**fmt), ReadReport()), start=int(start))
+    wanted, last = set(pending), max(pending)
+    for index, path, name, start, good in zip(
+        batch["index"], batch["path"], batch["name"], batch["start"], batch["good"]
+    ):
+        _require_file(Path(str(path)), str(name))
+        read = file_records(Path(str(path)), RecordFormat(**fmt), ReadReport(), name=str(name))
+        records = enumerate(read, start=int(start))
         rows: Dict[str, List[Any]] = {"shard": [], "key": [], "chunk": []}
+        end = int(start)
         for shard, part in _by_shard(records, shard_size):
+            end += len(part)
+            if shard > last:  # past the last pending shard: the rest is not wanted
+                end = int(start) + int(good)
+                break
             if shard not in wanted:
                 continue
             # Cut from this file's first record in the shard, as the local engine cuts it.
@@ -128,6 +140,19 @@ def _file_batches(
                     rows = {"shard": [], "key": [], "chunk": []}
         if rows["shard"]:
             yield rows
+        if end != int(start) + int(good):
+            raise FlatError(
+                f"{name} changed between the two reading passes: {good} good records, then {end - int(start)}"
+            )
+
+
+def _require_file(path: Path, name: str) -> None:
+    """A file a worker cannot see fails the run, naming the node: on a cluster the
+    inputs must be at the same paths on every node (a shared file system)."""
+    if not path.is_file():
+        import socket
+
+        raise FlatError(f"{name}: no such file at {path} on the Ray node {socket.gethostname()}")
 
 
 def _by_shard(records: Iterator[Tuple[int, Record]], shard_size: int) -> Iterator[Tuple[int, List[Record]]]:

@@ -103,31 +103,32 @@ def read_records(files: Sequence[Path], fmt: RecordFormat, report: ReadReport) -
         yield from file_records(path, fmt, report)
 
 
-def file_records(path: Path, fmt: RecordFormat, report: ReadReport, data: Optional[bytes] = None) -> Iterator[Record]:
+def file_records(path: Path, fmt: RecordFormat, report: ReadReport, name: Optional[str] = None) -> Iterator[Record]:
     """Stream the documents of one file, skipping (and reporting) bad records.
 
-    data (Optional[bytes]): The file's bytes, already read (by Ray Data's
-        `read_binary_files` on a worker); None reads `path`.
+    name (Optional[str]): The file as ids and reports name it (default: `path`);
+        Ray's reading tasks open the resolved path and name the file as given.
     """
+    where = name or str(path)
     suffix, stem = path.suffix.lower(), path.name
     if suffix in COMPRESSED:
         stem = path.name[: -len(suffix)]
     kind = Path(stem).suffix.lower()
     if kind not in FORMATS or (kind == ".parquet" and suffix in COMPRESSED):
-        report.skip(str(path), f"unknown format {kind!r} (.txt, .jsonl or .csv, plain or gz, xz, bz2; .parquet)")
+        report.skip(where, f"unknown format {kind!r} (.txt, .jsonl or .csv, plain or gz, xz, bz2; .parquet)")
         return
     try:
-        for record in _file_records(path, kind, fmt, report, data):
+        for record in _file_records(path, where, kind, fmt, report):
             if not record.text.strip():
                 report.skip(record.origin, "empty text")
             elif fmt.max_chars and len(record.text) > fmt.max_chars:
                 report.skip(record.origin, f"text longer than {fmt.max_chars:,} characters")
             else:
                 report.read += 1
-                record.source = str(path)
+                record.source = where
                 yield record
     except (OSError, EOFError, lzma.LZMAError) as err:
-        _damaged(report, str(path), err)
+        _damaged(report, where, err)
 
 
 def require_pyarrow() -> Any:
@@ -140,28 +141,24 @@ def require_pyarrow() -> Any:
     return pyarrow
 
 
-def _file_records(
-    path: Path, kind: str, fmt: RecordFormat, report: ReadReport, data: Optional[bytes]
-) -> Iterator[Record]:
+def _file_records(path: Path, where: str, kind: str, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
     if kind == ".parquet":
-        yield from _parquet_rows(path, fmt, report, data)
+        yield from _parquet_rows(path, where, fmt, report)
         return
-    with _open(path, data) as raw:
+    with _open(path) as raw:
         reader = {".txt": _text_lines, ".jsonl": _json_lines, ".csv": _csv_rows}[kind]
-        yield from reader(raw, str(path), fmt, report)
+        yield from reader(raw, where, fmt, report)
 
 
-def _open(path: Path, data: Optional[bytes]) -> IO[bytes]:
-    # The openers take a path (and close the file) or, for bytes in memory, a file object.
-    source: Any = path if data is None else io.BytesIO(data)
+def _open(path: Path) -> IO[bytes]:
     suffix = path.suffix.lower()
     if suffix == ".gz":
-        return cast(IO[bytes], gzip.open(source, "rb"))
+        return cast(IO[bytes], gzip.open(path, "rb"))
     if suffix == ".xz":
-        return cast(IO[bytes], lzma.open(source, "rb"))
+        return cast(IO[bytes], lzma.open(path, "rb"))
     if suffix == ".bz2":
-        return cast(IO[bytes], bz2.open(source, "rb"))
-    return source.open("rb") if data is None else source
+        return cast(IO[bytes], bz2.open(path, "rb"))
+    return path.open("rb")
 
 
 def _decoded(raw: IO[bytes], where: str, report: ReadReport) -> Iterator[tuple]:
@@ -216,19 +213,16 @@ def _damaged(report: ReadReport, where: str, err: Exception) -> None:
     report.skip(where, "damaged file, read up to the damage", f"damaged file, read up to the damage ({err})")
 
 
-def _parquet_rows(path: Path, fmt: RecordFormat, report: ReadReport, data: Optional[bytes]) -> Iterator[Record]:
+def _parquet_rows(path: Path, where: str, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
     pa = require_pyarrow()
     try:
-        yield from _parquet_records(pa, path, fmt, report, data)
+        yield from _parquet_records(pa, path, where, fmt, report)
     except pa.ArrowException as err:  # not Parquet, or a damaged page: what was read stays read
-        _damaged(report, str(path), err)
+        _damaged(report, where, err)
 
 
-def _parquet_records(
-    pa: Any, path: Path, fmt: RecordFormat, report: ReadReport, data: Optional[bytes]
-) -> Iterator[Record]:
-    where = str(path)
-    source = pa.parquet.ParquetFile(path if data is None else pa.BufferReader(data))
+def _parquet_records(pa: Any, path: Path, where: str, fmt: RecordFormat, report: ReadReport) -> Iterator[Record]:
+    source = pa.parquet.ParquetFile(path)
     names = source.schema_arrow.names
     if fmt.text_field not in names:
         report.skip(where, f"no text column {fmt.text_field!r} (columns: {', '.join(names)})")
