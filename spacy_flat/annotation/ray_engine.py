@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Optional,
 from ..errors import FlatError
 from .local import AnnotateSettings, _bar
 from .ray_actor import Annotator, AttemptLedger
-from .ray_reading import BLOCK_BYTES, batch_rows, count_files
+from .ray_reading import batch_rows, block_bytes, count_files
 from .records import RecordFormat, input_files
 from .shards import check_manifest, shard_path, write_shard
 
@@ -123,7 +123,7 @@ def annotate_with_ray(
         gpus = gpus_per_actor(ray, num_gpus, actors)
         context.execution_options.preserve_order = True
         context.enable_progress_bars = False
-        context.target_max_block_size = BLOCK_BYTES
+        context.target_max_block_size = block_bytes(files, actors)
         # Read by Ray Data tasks, a file each: first the counts, then the pending shards' batches.
         good, report = count_files(ray, files, fmt)
         total, size = sum(good), settings.shard_size
@@ -158,10 +158,10 @@ def annotate_with_ray(
         bar.close()
     finally:
         # The Data context outlives Ray's shutdown (a process-wide default): leave it as it was.
-        preserve, bars, block_bytes = before
+        preserve, bars, target = before
         context.execution_options.preserve_order = preserve
         context.enable_progress_bars = bars
-        context.target_max_block_size = block_bytes
+        context.target_max_block_size = target
         if started_here:
             ray.shutdown()
     seconds = time.perf_counter() - start

@@ -30,13 +30,22 @@ from .shards import chunks
 
 # nlp.pipe batches a reading task yields at a time, so a large file streams.
 YIELD_BATCHES = 4
-# Ray Data merges what a task yields into blocks up to this size, and a block goes
-# to one actor: blocks this small hold one batch each (a batch of 64 short
-# sentences is some 10 KB), so that one file's batches spread over all the actors,
-# and a dead actor's retry redoes one batch.
-BLOCK_BYTES = 1024
+# Ray Data merges what a task yields into blocks up to a target size, and a block
+# goes to one actor: the target is set from the input's size so that each actor
+# gets about this many blocks (a block is a task, and tiny ones cost their
+# scheduling over and over), within these bounds.
+BLOCKS_PER_ACTOR = 8
+MIN_BLOCK_BYTES = 1024
+MAX_BLOCK_BYTES = 8 * 1024 * 1024
 # Actors per concurrent reading task (one reads and cuts ~5M characters/s, an actor annotates ~14k).
 ACTORS_PER_READER = 256
+
+
+def block_bytes(files: Sequence[Path], actors: int) -> int:
+    """RETURNS (int): The block size that gives each actor some `BLOCKS_PER_ACTOR`
+    blocks of the input (files as stored: compressed ones give smaller blocks)."""
+    total = sum(path.stat().st_size for path in files)
+    return max(MIN_BLOCK_BYTES, min(MAX_BLOCK_BYTES, total // max(1, actors * BLOCKS_PER_ACTOR)))
 
 
 def count_files(ray: Any, files: Sequence[Path], fmt: RecordFormat) -> Tuple[List[int], ReadReport]:
