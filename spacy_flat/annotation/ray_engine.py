@@ -155,6 +155,7 @@ def annotate_with_ray(
                 counts["characters"] += chars
                 counts["shards_written"] += 1
                 bar.update(sizes[index])
+                bar.set_postfix_str(f"{counts['characters'] / max(1e-9, time.perf_counter() - start):,.0f} chars/s")
         bar.close()
     finally:
         # The Data context outlives Ray's shutdown (a process-wide default): leave it as it was.
