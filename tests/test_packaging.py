@@ -1,0 +1,110 @@
+"""Each architecture of the family after `spacy package`: the package installs, and a
+fresh interpreter loads it by name (entry points, no `import spacy_flat`) and
+predicts what the pipeline predicted before it was packaged."""
+
+import json
+import subprocess
+import sys
+from typing import Dict, List, Tuple
+
+import pytest
+import spacy
+from spacy.language import Language
+from spacy.util import fix_random_seed
+
+from .conftest import small_config, small_lexicon, tiny_examples
+
+TEXTS = ["张三在北京大学工作。", "李四", "", "王五住在上海，在华为公司任职。" * 3]
+SMALL_SIZES = {"width": 32, "n_heads": 4, "ffn_width": 64, "embed_dropout": 0.0, "dropout": 0.0, "output_dropout": 0.0}
+ARCHITECTURES = {
+    "flat": small_config()["model"],
+    "tener": {"@architectures": "spacy-flat.TenerTagger.v1", **SMALL_SIZES},
+    "dcsan": {"@architectures": "spacy-flat.DcsanTagger.v1", **SMALL_SIZES, "word_width": 16, "word_rows": 500},
+}
+Predictions = List[List[Tuple[int, int, str, float]]]
+
+# Run in a fresh interpreter whose path holds the installed packages: load each by name, predict.
+LOAD_AND_PREDICT = """
+import json, sys
+import spacy
+out = {}
+for name in json.loads(sys.argv[1]):
+    nlp = spacy.load(name)
+    out[name] = []
+    for doc in nlp.pipe(json.loads(sys.argv[2]), batch_size=4):
+        scores = list(doc.spans["flat_ner"].attrs.get("scores", []))
+        out[name].append([[e.start_char, e.end_char, e.label_, s] for e, s in zip(doc.ents, scores)])
+modules = sorted(m for m in sys.modules if m.startswith("spacy_flat"))
+print(json.dumps({"predictions": out, "modules": modules}))
+"""
+
+
+def trained(architecture: str) -> Language:
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config={"model": ARCHITECTURES[architecture]})
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    optimizer = nlp.create_optimizer()
+    for _ in range(30):
+        nlp.update(examples, sgd=optimizer)
+    return nlp
+
+
+def predictions(nlp: Language) -> Predictions:
+    out = []
+    for doc in nlp.pipe(TEXTS, batch_size=4):
+        scores = list(doc.spans["flat_ner"].attrs.get("scores", []))
+        out.append([(e.start_char, e.end_char, e.label_, float(s)) for e, s in zip(doc.ents, scores)])
+    return out
+
+
+def run(*command: str, **kwargs) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def packaged(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Dict[str, Predictions], Dict[str, Predictions]]:
+    """Each architecture trained, packaged, installed and run in a fresh interpreter.
+    RETURNS: the predictions before packaging and after, by architecture."""
+    tmp = tmp_path_factory.mktemp("packaging")
+    (tmp / "packages").mkdir()
+    expected, directories = {}, []
+    for architecture in ARCHITECTURES:
+        nlp = trained(architecture)
+        expected[architecture] = predictions(nlp)
+        nlp.to_disk(tmp / architecture)
+        # The package directory only: test_project builds and checks the project's wheels.
+        run(
+            sys.executable, "-m", "spacy", "package", str(tmp / architecture), str(tmp / "packages"),
+            "--name", f"test_{architecture}", "--version", "0.0.1", "--build", "none",
+        )  # fmt: skip
+        directories.append(str(tmp / "packages" / f"zh_test_{architecture}-0.0.1"))
+    site = tmp / "site"
+    # Installed from each package's own setup.py, as its wheel would be; without build
+    # isolation, which would fetch setuptools anew for every package.
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+    run(*pip, "--target", str(site), *directories)
+    names = [f"zh_test_{architecture}" for architecture in ARCHITECTURES]
+    result = run(
+        sys.executable, "-c", LOAD_AND_PREDICT, json.dumps(names), json.dumps(TEXTS),
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp)}, cwd=tmp,
+    )  # fmt: skip
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    # spaCy found the component through the entry points: nothing imported spacy_flat by hand.
+    assert "spacy_flat.factory" in loaded["modules"]
+    after = {architecture: loaded["predictions"][f"zh_test_{architecture}"] for architecture in ARCHITECTURES}
+    return expected, after
+
+
+@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
+def test_a_packaged_pipeline_installs_loads_by_name_and_predicts_the_same(architecture: str, packaged) -> None:
+    expected, after = packaged
+    want, got = expected[architecture], after[architecture]
+    assert any(want), "the tiny model finds no entity: the comparison would prove nothing"
+    assert len(got) == len(want)
+    for got_doc, want_doc in zip(got, want):
+        assert [tuple(g[:3]) for g in got_doc] == [w[:3] for w in want_doc]
+        assert [g[3] for g in got_doc] == pytest.approx([w[3] for w in want_doc], abs=1e-5)
