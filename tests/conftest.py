@@ -95,6 +95,29 @@ def build_small(steps: int = 120, seed: int = 0) -> Language:
     return nlp
 
 
+# The family's architectures at the small sizes, for tests that run each of them.
+SMALL_SIZES = {"width": 32, "n_heads": 4, "ffn_width": 64, "embed_dropout": 0.0, "dropout": 0.0, "output_dropout": 0.0}
+FAMILY = {
+    "flat": small_config()["model"],
+    "tener": {"@architectures": "spacy-flat.TenerTagger.v1", **SMALL_SIZES},
+    "dcsan": {"@architectures": "spacy-flat.DcsanTagger.v1", **SMALL_SIZES, "word_width": 16, "word_rows": 500},
+}
+
+
+def build_family(architecture: str, steps: int = 30, seed: int = 0) -> Language:
+    """A small pipeline of one of the family's architectures (FAMILY), with the small
+    lexicon, trained on the tiny corpus."""
+    fix_random_seed(seed)
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config={"model": FAMILY[architecture]})
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    optimizer = nlp.create_optimizer()
+    for _ in range(steps):
+        nlp.update(examples, sgd=optimizer)
+    return nlp
+
+
 def scores_of(nlp: Language, text: str) -> numpy.ndarray:
     """The emission scores `flat_ner`'s model gives `text`, as the component segments it."""
     ner = nlp.get_pipe("flat_ner")

@@ -3,7 +3,7 @@
 import pytest
 import spacy
 
-from .conftest import ROOT, build_small, tiny_records
+from .conftest import FAMILY, ROOT, build_family, build_small, tiny_records
 
 pytestmark = pytest.mark.gpu
 
@@ -98,3 +98,45 @@ def test_crf_nll_on_gpu_equals_pytorch_crf():
     (theirs_grad,) = torch.autograd.grad(theirs, [emissions])
     torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-3)
     torch.testing.assert_close(ours_grad, theirs_grad, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("architecture", sorted(FAMILY))
+def test_each_architecture_trains_on_gpu_and_predicts_as_on_cpu(architecture, tmp_path):
+    """FLAT, TENER and DC-SAN: trained on the GPU (a child process), they predict on the
+    CPU what they predicted on the GPU; a CPU-trained one predicts the same on the GPU."""
+    import json
+    import subprocess
+    import sys
+
+    from thinc.api import require_cpu, require_gpu
+
+    texts = [r["text"] for r in tiny_records()]
+    script = f"""
+import json, sys
+from thinc.api import require_gpu
+require_gpu(0)
+sys.path.insert(0, {str(ROOT)!r})
+from tests.conftest import build_family
+nlp = build_family({architecture!r}, steps=40)
+assert nlp.get_pipe("flat_ner").tagger.device.type == "cuda"
+nlp.to_disk({str(tmp_path / "gpu")!r})
+texts = json.loads(sys.argv[1])
+print(json.dumps([[[e.start_char, e.end_char, e.label_] for e in d.ents] for d in nlp.pipe(texts, batch_size=4)]))
+"""
+    result = subprocess.run([sys.executable, "-c", script, json.dumps(texts)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    on_gpu = json.loads(result.stdout.strip().splitlines()[-1])
+    assert any(on_gpu), "the GPU-trained model finds no entity: the comparison would prove nothing"
+    loaded = spacy.load(tmp_path / "gpu")  # this process never activated the GPU
+    assert [[[e.start_char, e.end_char, e.label_] for e in d.ents] for d in loaded.pipe(texts)] == on_gpu
+
+    nlp = build_family(architecture, steps=40)
+    nlp.to_disk(tmp_path / "cpu")
+    cpu = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in nlp.pipe(texts)]
+    require_gpu(0)
+    try:
+        gpu_nlp = spacy.load(tmp_path / "cpu")
+        gpu = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in gpu_nlp.pipe(texts)]
+    finally:
+        require_cpu()
+    assert gpu == cpu

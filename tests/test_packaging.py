@@ -8,19 +8,11 @@ import sys
 from typing import Dict, List, Tuple
 
 import pytest
-import spacy
 from spacy.language import Language
-from spacy.util import fix_random_seed
 
-from .conftest import small_config, small_lexicon, tiny_examples
+from .conftest import FAMILY, build_family
 
 TEXTS = ["张三在北京大学工作。", "李四", "", "王五住在上海，在华为公司任职。" * 3]
-SMALL_SIZES = {"width": 32, "n_heads": 4, "ffn_width": 64, "embed_dropout": 0.0, "dropout": 0.0, "output_dropout": 0.0}
-ARCHITECTURES = {
-    "flat": small_config()["model"],
-    "tener": {"@architectures": "spacy-flat.TenerTagger.v1", **SMALL_SIZES},
-    "dcsan": {"@architectures": "spacy-flat.DcsanTagger.v1", **SMALL_SIZES, "word_width": 16, "word_rows": 500},
-}
 Predictions = List[List[Tuple[int, int, str, float]]]
 
 # Run in a fresh interpreter whose path holds the installed packages: load each by name, predict.
@@ -37,18 +29,6 @@ for name in json.loads(sys.argv[1]):
 modules = sorted(m for m in sys.modules if m.startswith("spacy_flat"))
 print(json.dumps({"predictions": out, "modules": modules}))
 """
-
-
-def trained(architecture: str) -> Language:
-    fix_random_seed(0)
-    nlp = spacy.blank("zh")
-    ner = nlp.add_pipe("flat_ner", config={"model": ARCHITECTURES[architecture]})
-    examples = tiny_examples(nlp)
-    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
-    optimizer = nlp.create_optimizer()
-    for _ in range(30):
-        nlp.update(examples, sgd=optimizer)
-    return nlp
 
 
 def predictions(nlp: Language) -> Predictions:
@@ -72,8 +52,8 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Dict[str, Predic
     tmp = tmp_path_factory.mktemp("packaging")
     (tmp / "packages").mkdir()
     expected, directories = {}, []
-    for architecture in ARCHITECTURES:
-        nlp = trained(architecture)
+    for architecture in FAMILY:
+        nlp = build_family(architecture)
         expected[architecture] = predictions(nlp)
         nlp.to_disk(tmp / architecture)
         # The package directory only: test_project builds and checks the project's wheels.
@@ -87,7 +67,7 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Dict[str, Predic
     # isolation, which would fetch setuptools anew for every package.
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
     run(*pip, "--target", str(site), *directories)
-    names = [f"zh_test_{architecture}" for architecture in ARCHITECTURES]
+    names = [f"zh_test_{architecture}" for architecture in FAMILY]
     result = run(
         sys.executable, "-c", LOAD_AND_PREDICT, json.dumps(names), json.dumps(TEXTS),
         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp)}, cwd=tmp,
@@ -95,11 +75,11 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Dict[str, Predic
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     # spaCy found the component through the entry points: nothing imported spacy_flat by hand.
     assert "spacy_flat.factory" in loaded["modules"]
-    after = {architecture: loaded["predictions"][f"zh_test_{architecture}"] for architecture in ARCHITECTURES}
+    after = {architecture: loaded["predictions"][f"zh_test_{architecture}"] for architecture in FAMILY}
     return expected, after
 
 
-@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("architecture", sorted(FAMILY))
 def test_a_packaged_pipeline_installs_loads_by_name_and_predicts_the_same(architecture: str, packaged) -> None:
     expected, after = packaged
     want, got = expected[architecture], after[architecture]
