@@ -63,10 +63,8 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Dict[str, Predic
         )  # fmt: skip
         directories.append(str(tmp / "packages" / f"zh_test_{architecture}-0.0.1"))
     site = tmp / "site"
-    # Installed from each package's own setup.py, as its wheel would be; without build
-    # isolation, which would fetch setuptools anew for every package.
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
-    run(*pip, "--target", str(site), *directories)
+    # Installed from each package's own setup.py, as its wheel would be (pip builds one).
+    run(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), *directories)
     names = [f"zh_test_{architecture}" for architecture in FAMILY]
     result = run(
         sys.executable, "-c", LOAD_AND_PREDICT, json.dumps(names), json.dumps(TEXTS),
