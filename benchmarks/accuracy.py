@@ -14,6 +14,7 @@ initialization; mean and spread are reported.
     python benchmarks/accuracy.py weibo --lexicon w2v --select-on-test  # the original code's figure, see below
     python benchmarks/accuracy.py weibo --inputs wiki-words own-bigrams gazetteers  # pretrained tables, see INPUTS
     python benchmarks/accuracy.py resume --config resume_tener.cfg    # TENER instead of FLAT
+    python benchmarks/accuracy.py msra --epochs 5 --gpu-id 0           # train and score on a GPU
 
 --select-on-test trains with the test set in the dev set's place, so the model kept
 is the one with the best test F1 of all evaluations. That is not a valid selection:
@@ -159,7 +160,9 @@ ABLATIONS = {
 }
 
 
-def run(config: Path, data: Dict[str, Path], seed: int, epochs: int, extra: Optional[dict], out: Path) -> dict:
+def run(
+    config: Path, data: Dict[str, Path], seed: int, epochs: int, extra: Optional[dict], out: Path, gpu_id: int = -1
+) -> dict:
     overrides = {
         "paths.train": str(data["train"]),
         "paths.dev": str(data["dev"]),
@@ -168,10 +171,10 @@ def run(config: Path, data: Dict[str, Path], seed: int, epochs: int, extra: Opti
         **(extra or {}),
     }
     start = time.perf_counter()
-    train(config, out, overrides=overrides)
+    train(config, out, overrides=overrides, use_gpu=gpu_id)
     seconds = time.perf_counter() - start
     dev = json.loads((out / "model-best" / "meta.json").read_text())["performance"]["ents_f"]
-    scores = evaluate(str(out / "model-best"), data["test"], out / "metrics")
+    scores = evaluate(str(out / "model-best"), data["test"], out / "metrics", gpu_id=gpu_id)
     result = {
         "dev_f": 100 * dev,
         "test_f": 100 * scores["ents_f"],
@@ -180,7 +183,9 @@ def run(config: Path, data: Dict[str, Path], seed: int, epochs: int, extra: Opti
     }
     if (out / "model-best" / "flat_ner").exists():
         # The same model decoded without its entity-boundary rules: what the rules change.
-        free = evaluate(str(out / "model-best"), data["test"], out / "metrics-free", boundary_rules=False)
+        free = evaluate(
+            str(out / "model-best"), data["test"], out / "metrics-free", boundary_rules=False, gpu_id=gpu_id
+        )
         result["test_f_free"] = 100 * free["ents_f"]
     # One line per finished run, so a long benchmark cut short still leaves its figures.
     print(f"RESULT {config.name} seed={seed} {json.dumps(result)} {json.dumps(extra or {})}", flush=True)
@@ -218,6 +223,7 @@ def main() -> None:
     parser.add_argument("--peer-seeds", type=int, nargs="+", default=None, help="seeds for the peer (default: --seeds)")
     parser.add_argument("--peer-only", action="store_true", help="train only spaCy's ner (implies --peer)")
     parser.add_argument("--peer-set", nargs="+", default=[], metavar="KEY=JSON", help="config overrides for the peer")
+    parser.add_argument("--gpu-id", type=int, default=-1, help="train and evaluate on this GPU")
     args = parser.parse_args()
     data = splits(args.dataset)
     if args.select_on_test:
@@ -247,7 +253,7 @@ def main() -> None:
             **{k: json.loads(v) for k, v in settings.items()},
         }
         if not args.peer_only:
-            ours = [run(config, data, s, args.epochs, extra, Path(tmp) / f"flat{s}") for s in args.seeds]
+            ours = [run(config, data, s, args.epochs, extra, Path(tmp) / f"flat{s}", args.gpu_id) for s in args.seeds]
             rows.append(seeds_row(label, ours))
             free = [{**r, "test_f": r["test_f_free"]} for r in ours if "test_f_free" in r]
             if free:
@@ -256,7 +262,7 @@ def main() -> None:
             cfg = peer_config(Path(tmp) / "peer.cfg", args.epochs)
             peer_extra = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.peer_set)}
             peer_seeds = args.peer_seeds or args.seeds
-            peer = [run(cfg, data, s, args.epochs, peer_extra, Path(tmp) / f"peer{s}") for s in peer_seeds]
+            peer = [run(cfg, data, s, args.epochs, peer_extra, Path(tmp) / f"peer{s}", args.gpu_id) for s in peer_seeds]
             rows.append(seeds_row("spaCy ner (--optimize accuracy, no vectors)", peer))
     print(f"Machine: {machine()}\n\nDataset: {args.dataset}, {args.epochs} epochs max, seeds {args.seeds}\n")
     print(markdown_table(SEEDS_COLUMNS, rows + paper_rows(PAPER[args.dataset], len(SEEDS_COLUMNS), 1)))

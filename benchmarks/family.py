@@ -9,6 +9,11 @@ machine, one thread and two:
 
     OMP_NUM_THREADS=1 python benchmarks/family.py --docs 400 --repeats 3
     python benchmarks/family.py --parts memory
+    python benchmarks/family.py --gpu-id 0 --datasets resume   # on a GPU: memory is CUDA memory
+
+On a GPU every pipeline runs there (spacy.require_gpu) and cupy allocates through
+PyTorch, so a training step's peak memory is torch.cuda.max_memory_allocated for
+all of them, spaCy's `ner` included.
 """
 
 import argparse
@@ -48,17 +53,27 @@ def from_config(name: str, dataset: str) -> Language:
     return nlp
 
 
-def step_memory(name: str) -> float:
+def use_gpu(gpu_id: int) -> None:
+    """Run every pipeline on this GPU, cupy allocating through PyTorch (one pool to measure)."""
+    from thinc.api import set_gpu_allocator
+
+    spacy.require_gpu(gpu_id)
+    set_gpu_allocator("pytorch")
+
+
+def step_memory(name: str, gpu_id: int = -1) -> float:
     """Peak memory (MB) of one training step on ten 300-character MSRA test
-    texts above the memory before it, in a fresh process."""
+    texts above the memory before it, in a fresh process (on a GPU: CUDA memory)."""
     code = (
-        f"import sys; sys.path.insert(0, 'benchmarks'); from family import measure_step; print(measure_step({name!r}))"
+        "import sys; sys.path.insert(0, 'benchmarks'); from family import measure_step, use_gpu; "
+        + (f"use_gpu({gpu_id}); " if gpu_id >= 0 else "")
+        + f"print(measure_step({name!r}, gpu={gpu_id >= 0}))"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     return float(done.stdout.strip().splitlines()[-1])
 
 
-def measure_step(name: str, length: int = 300, rows: int = 10) -> float:
+def measure_step(name: str, length: int = 300, rows: int = 10, gpu: bool = False) -> float:
     from spacy.training import Example
 
     source = "".join(texts("msra", "test"))
@@ -68,6 +83,13 @@ def measure_step(name: str, length: int = 300, rows: int = 10) -> float:
     warm = [Example.from_dict(nlp.make_doc(t[:10]), {"entities": []}) for t in batch]
     nlp.update(warm, sgd=optimizer)
     egs = [Example.from_dict(nlp.make_doc(t), {"entities": []}) for t in batch]
+    if gpu:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated() / 2**20
+        nlp.update(egs, sgd=optimizer)
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() / 2**20 - base
     base = reset_peak_rss()
     nlp.update(egs, sgd=optimizer)
     return peak_rss_mb() - base
@@ -82,9 +104,15 @@ def main() -> None:
     parts = ("inference", "training", "memory")
     parser.add_argument("--parts", nargs="+", choices=parts, default=list(parts))
     parser.add_argument("--allow-busy", action="store_true")
+    parser.add_argument("--gpu-id", type=int, default=-1, help="run every pipeline on this GPU")
+    parser.add_argument("--datasets", nargs="+", choices=("resume", "msra"), default=["resume", "msra"])
     args = parser.parse_args()
     require_quiet(args.allow_busy)
-    print(f"Machine: {machine()}; {torch.get_num_threads()} torch thread(s); before: {load_average()}\n")
+    where = "CPU"
+    if args.gpu_id >= 0:
+        use_gpu(args.gpu_id)
+        where = f"GPU {torch.cuda.get_device_name(args.gpu_id)}"
+    print(f"Machine: {machine()}; {where}; {torch.get_num_threads()} torch thread(s); before: {load_average()}\n")
     if "inference" in args.parts:
         pipelines: Dict[str, Language] = {
             arch: from_config(cfg.format("resume"), "resume") for arch, cfg in ARCHITECTURES.items()
@@ -93,7 +121,7 @@ def main() -> None:
         size = args.batch_size
         print(f"| test set | pipeline | chars/s batch 1 | chars/s batch {size} | / spaCy ner at batch {size} |")
         print("|---|---|---|---|---|")
-        for dataset in ("resume", "msra"):
+        for dataset in args.datasets:
             docs = texts(dataset, "test")[: args.docs]
             rounds = inference(pipelines, docs, args.repeats, args.batch_size)
             peer = statistics.median(rounds["spaCy ner"]["batch"])
@@ -103,7 +131,7 @@ def main() -> None:
     if "training" in args.parts:
         print(f"\n| training, {args.batches} batches of 10 | pipeline | sentences/s | s/epoch |")
         print("|---|---|---|---|")
-        for dataset in ("resume", "msra"):
+        for dataset in args.datasets:
             for arch, cfg in [*ARCHITECTURES.items(), ("spaCy ner", "")]:
                 nlp = spacy_ner(dataset) if arch == "spaCy ner" else from_config(cfg.format(dataset), dataset)
                 rate = training_speed(nlp, dataset, args.batches)
@@ -113,7 +141,7 @@ def main() -> None:
         print("|---|---|")
         for arch, cfg in [*ARCHITECTURES.items(), ("spaCy ner", "spaCy ner")]:
             name = cfg if arch == "spaCy ner" else cfg.format("resume")
-            print(f"| {arch} | {step_memory(name):.0f} MB |")
+            print(f"| {arch} | {step_memory(name, args.gpu_id):.0f} MB |")
     print(f"\nAfter: {load_average()}")
 
 

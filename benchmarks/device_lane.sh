@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The GPU lane and GPU benchmarks on a lent device machine, which has PyTorch and CUDA but no package
+# registry: the other packages travel as an unpacked site folder (.devdata/devsite.tar.xz, made by
+# `bash benchmarks/device_site.sh`), with corpus/bench (the benchmarks' DocBins) carried beside the checkout.
+#   bash benchmarks/device_lane.sh tests            # tests/test_gpu.py --rungpu
+#   bash benchmarks/device_lane.sh family           # benchmarks/family.py on the GPU
+#   MSRA_EPOCHS=5 bash benchmarks/device_lane.sh msra # FLAT and DC-SAN on MSRA, 3 seeds each, all at once on one GPU
+set -uo pipefail
+OUT=${OUT:-/tmp/device-out}
+mkdir -p "$OUT"
+if [ ! -d /tmp/devsite ]; then
+  tar xJf .devdata/devsite.tar.xz -C /tmp
+  PYTHONPATH=/tmp/devsite python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.log" 2>&1 \
+    || { cat "$OUT/install.log"; exit 1; }
+fi
+export PYTHONPATH=/tmp/devsite PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch, spacy, thinc, cupy, spacy_flat; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'spacy', spacy.__version__, 'thinc', thinc.__version__, 'cupy', cupy.__version__, torch.cuda.is_available())"
+for part in "$@"; do
+  case "$part" in
+    tests)
+      python3 -m pytest tests/test_gpu.py --rungpu -q -p no:cacheprovider -rs 2>&1 | tee "$OUT/gpu_tests.log" ;;
+    family)
+      python3 benchmarks/family.py --gpu-id 0 --docs 400 --repeats 3 --allow-busy 2>&1 | tee "$OUT/family_gpu.log" ;;
+    msra)
+      epochs=${MSRA_EPOCHS:?set MSRA_EPOCHS}
+      # Six trainings share the GPU; two CPU threads each on the machine's 16 cores.
+      for config in msra.cfg msra_dcsan.cfg; do
+        for seed in 0 1 2; do
+          OMP_NUM_THREADS=2 python3 benchmarks/accuracy.py msra --seeds $seed --epochs "$epochs" --config $config \
+            --gpu-id 0 >"$OUT/msra_${config%.cfg}_$seed.log" 2>&1 &
+        done
+      done
+      wait
+      grep -h "^RESULT" "$OUT"/msra_*.log ;;
+    *) echo "unknown part: $part"; exit 2 ;;
+  esac
+done
