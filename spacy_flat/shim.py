@@ -23,8 +23,10 @@ mode on every call, a walk over every submodule twice per batch (6% of
 import contextlib
 from typing import Any, Dict, Iterator, Tuple, cast
 
-from thinc.api import ArgsKwargs, Optimizer, PyTorchShim, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Optimizer, PyTorchShim, torch2xp
 from thinc.types import FloatsXd
+
+from .arrays import xp_to_torch
 
 
 class InPlacePyTorchShim(PyTorchShim):
@@ -60,7 +62,7 @@ class InPlacePyTorchShim(PyTorchShim):
                     lr_scale=self.lr_scale,
                 )
                 with torch.no_grad():
-                    param.copy_(xp2torch(weights, device=param.device))
+                    param.copy_(xp_to_torch(weights, device=param.device))
             param.grad.zero_()
         self._grad_scaler.update()
 
@@ -83,7 +85,7 @@ class InPlacePyTorchShim(PyTorchShim):
             return
         with torch.no_grad():
             for name, (param, _) in swapped.items():
-                param.copy_(xp2torch(params[(self.id, name)], device=param.device))
+                param.copy_(xp_to_torch(params[(self.id, name)], device=param.device))
         try:
             yield
         finally:

@@ -78,6 +78,24 @@ assert right >= len(egs) // 2, right
     assert result.returncode == 0, result.stderr[-3000:]
 
 
+def test_cupy_arrays_reach_torch_without_deprecated_calls():
+    """cupy 14 deprecates ndarray.toDlpack, which thinc's xp2torch calls: under this suite's
+    -W error that failed the first GPU run (2026-11-24). xp_to_torch uses the DLPack protocol."""
+    import warnings
+
+    import cupy
+    import torch
+
+    from spacy_flat.arrays import xp_to_torch
+
+    array = cupy.arange(12, dtype="float32").reshape(3, 4)[:, 1:3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tensor = xp_to_torch(array, device=torch.device("cuda", 0), requires_grad=True)
+    assert tensor.is_cuda and tensor.requires_grad
+    assert tensor.detach().cpu().tolist() == cupy.asnumpy(array).tolist()
+
+
 def test_crf_nll_on_gpu_equals_pytorch_crf():
     import torch
     import torchcrf

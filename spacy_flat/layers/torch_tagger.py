@@ -6,10 +6,11 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
 
 import numpy
 import torch
-from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, torch2xp
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d, Floats3d
 
+from ..arrays import xp_to_torch
 from ..batching import length_buckets
 from ..crf import FORBIDDEN
 from ..encoder import FlatTagger
@@ -106,7 +107,7 @@ class TorchTagger:
         rows = [b for b, row in enumerate(gold) if len(row)]
         if not rows:  # only empty docs: nothing to learn
             return 0.0, cast(Floats3d, scores * 0)
-        emissions = xp2torch(scores, requires_grad=True, device=device)
+        emissions = xp_to_torch(scores, requires_grad=True, device=device)
         filled = emissions[rows] if len(rows) < len(gold) else emissions
         mask = _padded([len(gold[b]) for b in rows], device)[:, : emissions.shape[1]]
         tags = torch.zeros(mask.shape, dtype=torch.long)
@@ -157,7 +158,7 @@ class TorchTagger:
         """The emissions of `rows`, cut to their longest, with forbidden tags masked, and their mask."""
         width = max(lengths[b] for b in rows)
         # Rows come sorted by length (`length_buckets`): select them even when all are there.
-        emissions = xp2torch(scores[rows, :width], device=self.device)
+        emissions = xp_to_torch(scores[rows, :width], device=self.device)
         if forbidden is not None:
             chosen = torch.from_numpy(numpy.ascontiguousarray(forbidden[rows, :width])).to(self.device)
             emissions = emissions.masked_fill(chosen, FORBIDDEN)
@@ -193,7 +194,7 @@ def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[Arg
         "recompute": batch.recompute,
     }
     if batch.char_features is not None:
-        kwargs["char_features"] = xp2torch(batch.char_features, requires_grad=is_train, device=device)
+        kwargs["char_features"] = xp_to_torch(batch.char_features, requires_grad=is_train, device=device)
 
     def backprop(d_inputs: ArgsKwargs) -> Optional[Floats2d]:
         """RETURNS: the gradient of the character features, if any."""
@@ -210,7 +211,7 @@ def _convert_outputs(
     scores = cast(Floats3d, torch2xp(output.float()))
 
     def backprop(d_scores: Floats3d) -> ArgsKwargs:
-        return ArgsKwargs(args=(output,), kwargs={"grad_tensors": xp2torch(d_scores, device=output.device)})
+        return ArgsKwargs(args=(output,), kwargs={"grad_tensors": xp_to_torch(d_scores, device=output.device)})
 
     return scores, backprop
 
