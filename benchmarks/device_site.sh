@@ -15,7 +15,7 @@ rm -rf /tmp/devsite
 python -m pip install -q --no-deps --no-index --no-compile --target /tmp/devsite --python-version 3.12 \
   --only-binary=:all: --implementation cp $platforms .whl/*.whl
 jieba=$(python -c "import jieba, os; print(os.path.dirname(jieba.__file__))")
-cp -r "$jieba" /tmp/devsite/
+cp -r "$jieba" "$(dirname "$jieba")"/jieba-*.dist-info /tmp/devsite/
 rm -rf /tmp/devsite/jieba/posseg /tmp/devsite/jieba/analyse /tmp/devsite/spacy/tests /tmp/devsite/thinc/tests /tmp/devsite/bin
 find /tmp/devsite -name __pycache__ -prune -exec rm -rf {} +
 find /tmp/devsite -name "*.so" -exec strip --strip-unneeded {} \;
