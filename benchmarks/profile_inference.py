@@ -27,12 +27,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import examples, load_average, machine, texts, train_split
 from profile_training import cumulative_seconds
 
-from spacy_flat.confidence import Decoded, write_entities
-from spacy_flat.encoder import FlatTagger
-from spacy_flat.flat_layer import FlatAttention
 from spacy_flat.layers import TorchTagger
-from spacy_flat.position import PositionFusion, relative_positions
-from spacy_flat.position_scores import _PositionScores
+from spacy_flat.nn.encoder import FlatTagger
+from spacy_flat.nn.flat_layer import FlatAttention
+from spacy_flat.nn.position import PositionFusion, relative_positions
+from spacy_flat.nn.position_scores import _PositionScores
+from spacy_flat.pipeline.confidence import Decoded, write_entities
 
 
 def _where(function: Callable) -> Tuple[str, int, str]:
@@ -48,7 +48,7 @@ PARTS: List[Tuple[str, Union[Tuple[str, int, str], Tuple[str, str]]]] = [
     ("  fused positions (PositionFusion.forward)", _where(PositionFusion.forward)),
     ("  attention (FlatAttention.forward)", _where(FlatAttention.forward)),
     ("    position scores (_PositionScores.forward)", _where(_PositionScores.forward)),
-    ("  attention mask (_attention_mask)", ("spacy_flat/encoder.py", "_attention_mask")),
+    ("  attention mask (_attention_mask)", ("spacy_flat/nn/encoder.py", "_attention_mask")),
     ("CRF decoding (TorchTagger.decode)", _where(TorchTagger.decode)),
     ("entity probabilities (Decoded.scored)", _where(Decoded.scored)),
     ("writing entities (write_entities)", _where(write_entities)),

@@ -23,10 +23,10 @@ from spacy.util import fix_random_seed
 sys.path.insert(0, str(Path(__file__).parent))
 from common import examples, machine, train_split
 
-from spacy_flat.encoder import FlatTagger
 from spacy_flat.layers import TorchTagger
-from spacy_flat.position_scores import _PositionScores
-from spacy_flat.shim import InPlacePyTorchShim
+from spacy_flat.layers.shim import InPlacePyTorchShim
+from spacy_flat.nn.encoder import FlatTagger
+from spacy_flat.nn.position_scores import _PositionScores
 
 
 def _where(function: Callable) -> Tuple[str, int, str]:

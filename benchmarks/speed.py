@@ -146,8 +146,8 @@ def pipe_memory(model: str, name: str, batch_size: int, n_docs: int) -> float:
 
 
 def lattice_speed() -> Dict[str, float]:
-    from spacy_flat.lexicon import Lexicon
-    from spacy_flat.readers import jieba_dir, read_word_list
+    from spacy_flat.lattice.lexicon import Lexicon
+    from spacy_flat.lattice.readers import jieba_dir, read_word_list
 
     lexicon = Lexicon(read_word_list(jieba_dir() / "dict.txt")[0])
     lexicon.matches("预热")

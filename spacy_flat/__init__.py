@@ -5,20 +5,20 @@ import os
 import torch
 
 from .about import __version__
-from .architectures import build_flat_tagger, build_flat_transformer_tagger
-from .factory import make_flat_ner
-from .lexicon import Lexicon
-from .loaders import (
+from .lattice.lexicon import Lexicon
+from .lattice.loaders import (
     create_jieba_lexicon,
     create_lac_char_vectors,
     create_word2vec_char_vectors,
     create_word2vec_lexicon,
     create_word_list_lexicon,
 )
-from .pipe import FlatNER
-from .schedules import warmup_linear_from_first_step
-from .scorer import make_char_ner_scorer
+from .pipeline.architectures import build_flat_tagger, build_flat_transformer_tagger
+from .pipeline.component import FlatNER
+from .pipeline.factory import make_flat_ner
+from .pipeline.scorer import make_char_ner_scorer
 from .settings import FlatSettings
+from .training.schedules import warmup_linear_from_first_step
 
 
 def _single_threaded_torch_in_child() -> None:

@@ -19,8 +19,8 @@ import spacy
 from spacy.language import Language
 from spacy.util import fix_random_seed, registry
 
-from spacy_flat.char_vocab import CharVocab
-from spacy_flat.lexicon import Lexicon
+from spacy_flat.lattice.char_vocab import CharVocab
+from spacy_flat.lattice.lexicon import Lexicon
 
 from .conftest import ROOT, SHARED, SMALL_WORDS, TESTS, TINY, small_config, tiny_examples, tiny_records
 

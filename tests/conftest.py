@@ -11,7 +11,7 @@ from spacy.language import Language
 from spacy.training import Example
 from spacy.util import fix_random_seed
 
-from spacy_flat.lexicon import Lexicon
+from spacy_flat.lattice.lexicon import Lexicon
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -129,7 +129,7 @@ def one_segment_per_group(monkeypatch: pytest.MonkeyPatch) -> List[int]:
     """Make the group loop encode each segment on its own, as the attention
     budget does for long documents. RETURNS: the group count of each call."""
     import spacy_flat.layers.groups as groups_module
-    from spacy_flat.batching import budget_batches
+    from spacy_flat.lattice.batching import budget_batches
 
     counts: List[int] = []
 

@@ -1,6 +1,11 @@
-"""The import rules of ARCHITECTURE.md, checked on the code's own imports."""
+"""The import rules of the package's folders (ARCHITECTURE.md), checked on the code's own imports.
+
+A module is held to the rules of the folder it lies in: a new file in `nn/` is
+checked as the torch side without being listed anywhere.
+"""
 
 import ast
+import re
 from pathlib import Path
 from typing import Dict, Set
 
@@ -8,41 +13,48 @@ import pytest
 
 PACKAGE = Path(__file__).parent.parent / "spacy_flat"
 
-TORCH_SIDE = {"encoder", "flat_layer", "tener", "dcsan", "embeddings", "position", "position_scores", "crf"}
-DATA_SIDE = {
-    "boundaries",
-    "lexicon",
-    "gazetteers",
-    "word_counts",
-    "calibration",
-    "lattice",
-    "char_vocab",
-    "features",
-    "readers",
-    "vectors",
-    "tags",
-    "batching",
-    "settings",
-    "types",
-    "errors",
+# Top-level modules every part may import; they import nothing else of the package.
+BASE = {"about", "errors", "files", "settings", "types"}
+# Part -> the parts its modules may import. Listed from the bottom up.
+MAY_IMPORT: Dict[str, Set[str]] = {
+    "base": {"base"},
+    "nn": {"base", "nn"},
+    "lattice": {"base", "lattice"},
+    "decoding": {"base", "decoding"},
+    "layers": {"base", "nn", "lattice", "decoding", "layers"},
+    "pipeline": {"base", "lattice", "decoding", "layers", "pipeline"},
+    "training": {"base", "lattice", "decoding", "layers", "pipeline", "training"},
+    "annotation": {"base", "annotation"},
+    "pretraining": {"base", "pretraining"},
+    "cli": {"base", "lattice", "decoding", "layers", "pipeline", "training", "annotation", "pretraining", "cli"},
+    "root": {"base", "lattice", "decoding", "layers", "pipeline", "training", "cli"},
 }
-COMPONENT_SIDE = {
-    "factory",
-    "pipe",
-    "saving",
-    "schedules",
-    "entities",
-    "confidence",
-    "architectures",
-    "loaders",
-    "resources",
+# Part -> libraries its modules never import.
+NEVER_IMPORTS: Dict[str, Set[str]] = {
+    "nn": {"spacy", "thinc", "spacy_transformers"},
+    "lattice": {"torch", "thinc", "torchcrf"},
+    "decoding": {"torch", "thinc", "torchcrf"},
+    "pipeline": {"torch", "torchcrf"},
+    "base": {"torch", "thinc", "torchcrf"},
 }
+MAX_TOP_LEVEL_MODULES = 10
+MAX_MODULE_LINES = 300
 
 
 def module_name(path: Path) -> str:
     """`layers/groups.py` -> "layers.groups"; `layers/__init__.py` -> "layers"; the package's own -> ""."""
     parts = path.relative_to(PACKAGE).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def part_of(module: str) -> str:
+    """The part a module (relative to the package) belongs to: its folder, "base" or "root"."""
+    head = module.split(".")[0]
+    if head in BASE:
+        return "base"
+    if head in ("", "__main__"):
+        return "root"
+    return head
 
 
 def imports() -> Dict[str, Set[str]]:
@@ -69,36 +81,44 @@ def imports() -> Dict[str, Set[str]]:
 
 
 IMPORTS = imports()
+FOLDERS = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
 
 
-@pytest.mark.parametrize("module", sorted(TORCH_SIDE))
-def test_torch_side_never_imports_spacy_or_thinc(module):
-    assert not IMPORTS[module] & {"spacy", "thinc", "spacy_transformers"}
+def package_targets(module: str) -> Set[str]:
+    """The package modules `module` imports, relative to the package ("" for the package itself)."""
+    return {t.removeprefix("spacy_flat").removeprefix(".") for t in IMPORTS[module] if t.split(".")[0] == "spacy_flat"}
 
 
-@pytest.mark.parametrize("module", sorted(DATA_SIDE))
-def test_data_side_never_imports_torch_or_thinc(module):
-    assert not IMPORTS[module] & {"torch", "thinc", "torchcrf"}
-    assert not {f"spacy_flat.{m}" for m in TORCH_SIDE} & IMPORTS[module]
+def test_every_folder_has_rules_and_a_docstring():
+    assert set(FOLDERS) <= set(MAY_IMPORT), sorted(set(FOLDERS) - set(MAY_IMPORT))
+    for folder in FOLDERS:
+        tree = ast.parse((PACKAGE / folder / "__init__.py").read_text(encoding="utf8"))
+        assert ast.get_docstring(tree), f"{folder}/__init__.py says nothing of what lives there"
 
 
-@pytest.mark.parametrize("module", sorted(COMPONENT_SIDE))
-def test_component_side_reaches_torch_only_through_the_layers(module):
-    assert "torch" not in IMPORTS[module]
-    assert not {f"spacy_flat.{m}" for m in TORCH_SIDE} & IMPORTS[module]
+@pytest.mark.parametrize("module", sorted(IMPORTS))
+def test_module_imports_only_what_its_folder_may(module):
+    part = part_of(module)
+    assert part in MAY_IMPORT, f"{module}: a top-level module outside the base; give it a folder"
+    for target in package_targets(module):
+        assert part_of(target) in MAY_IMPORT[part], f"{module} ({part}) imports {target} ({part_of(target)})"
+    assert not IMPORTS[module] & NEVER_IMPORTS.get(part, set()), f"{module} ({part}) imports a library it must not"
 
 
-def test_layers_never_import_the_component_and_nothing_imports_the_cli():
-    for module, targets in IMPORTS.items():
-        if module.startswith("layers"):
-            assert not {f"spacy_flat.{m}" for m in ("factory", "pipe", "saving", "architectures")} & targets, module
-        if not module.startswith("cli") and module != "__main__":
-            assert not any(t.startswith("spacy_flat.cli") for t in targets), module
+def test_the_package_keeps_few_top_level_modules_and_short_modules():
+    top = [p.name for p in PACKAGE.glob("*.py")]
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, sorted(top)
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, long
 
 
 def test_no_import_runs_in_a_circle():
-    graph = {m: {t.removeprefix("spacy_flat.") for t in ts if t.startswith("spacy_flat.")} for m, ts in IMPORTS.items()}
-    assert graph["layers"] and graph["pipe"] >= {"layers", "windows"}
+    graph = {m: package_targets(m) for m in IMPORTS}
+    assert graph["layers"] and graph["pipeline.component"] >= {"layers", "lattice.windows"}
     visiting: Set[str] = set()
     done: Set[str] = set()
 
@@ -116,18 +136,7 @@ def test_no_import_runs_in_a_circle():
         visit(module, ())
 
 
-def test_readme_module_table_names_every_module():
-    import re
-
-    root = PACKAGE.parent
-    readme = (root / "README.md").read_text(encoding="utf8")
-    listed = set()
-    for row in re.findall(r"^\| (`spacy_flat/[^|]*) \|", readme, flags=re.M):
-        names = re.findall(r"`([^`]+)`", row)
-        folder = names[0].rsplit("/", 1)[0]
-        listed.update(name if name.startswith("spacy_flat/") else f"{folder}/{name}" for name in names)
-    skipped = ("__init__.py", "__main__.py", "about.py")
-    modules = {str(path.relative_to(root)) for path in PACKAGE.rglob("*.py") if path.name not in skipped}
-    in_folder = {m for m in modules for entry in listed if entry.endswith("/") and m.startswith(entry)}
-    assert modules - in_folder <= listed, sorted(modules - in_folder - listed)
-    assert all((root / entry).exists() for entry in listed), sorted(e for e in listed if not (root / e).exists())
+def test_readme_folder_table_names_every_folder():
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf8")
+    listed = set(re.findall(r"^\| `spacy_flat/([a-z_]+)/` \|", readme, flags=re.M))
+    assert listed == set(FOLDERS), (sorted(set(FOLDERS) - listed), sorted(listed - set(FOLDERS)))

@@ -3,7 +3,7 @@
 import numpy
 import torch
 
-from spacy_flat.arrays import xp_to_torch
+from spacy_flat.layers.arrays import xp_to_torch
 
 
 class DLPackOnly:

@@ -9,8 +9,8 @@ import spacy
 from spacy.training import Example
 from spacy.util import fix_random_seed
 
-from spacy_flat.boundaries import LINE_BREAK, SENTENCE_END, SPACE, SYMBOL, WORD, BoundaryRules, char_class
-from spacy_flat.tags import TagSet
+from spacy_flat.decoding.boundaries import LINE_BREAK, SENTENCE_END, SPACE, SYMBOL, WORD, BoundaryRules, char_class
+from spacy_flat.decoding.tags import TagSet
 
 from .conftest import small_config, small_lexicon, tiny_examples
 

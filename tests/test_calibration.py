@@ -8,14 +8,14 @@ import pytest
 import spacy
 from spacy.tokens import DocBin
 
-from spacy_flat.calibration import (
+from spacy_flat.cli.calibrate import calibrate
+from spacy_flat.cli.evaluate import evaluate
+from spacy_flat.decoding.calibration import (
     expected_calibration_error,
     fit_temperature,
     precision_recall_at,
     reliability,
 )
-from spacy_flat.cli.calibrate import calibrate
-from spacy_flat.cli.evaluate import evaluate
 
 from .conftest import build_small, tiny_examples
 

@@ -9,7 +9,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 
 from spacy_flat.errors import PipelineFileError
-from spacy_flat.pipe import FlatNER
+from spacy_flat.pipeline.component import FlatNER
 
 from .conftest import build_small, scores_of, small_config, small_lexicon, tiny_examples, tiny_records
 
@@ -181,7 +181,7 @@ def test_word2vec_lexicon_trains_with_its_vectors_and_round_trips(tmp_path):
     import torch
     from spacy.util import fix_random_seed
 
-    from spacy_flat.loaders import create_word2vec_lexicon
+    from spacy_flat.lattice.loaders import create_word2vec_lexicon
 
     from .conftest import SMALL_WORDS
 
@@ -218,7 +218,7 @@ def test_bigram_vectors_widen_the_character_input_learn_and_round_trip(tmp_path)
     import torch
     from spacy.util import fix_random_seed
 
-    from spacy_flat.lexicon import Lexicon
+    from spacy_flat.lattice.lexicon import Lexicon
 
     from .conftest import SMALL_WORDS
 
@@ -255,7 +255,7 @@ def test_word2vec_char_vectors_set_the_table_and_need_a_matching_width(tmp_path)
     the saved pipeline needs no vector file."""
     import numpy
 
-    from spacy_flat.loaders import create_word2vec_char_vectors
+    from spacy_flat.lattice.loaders import create_word2vec_char_vectors
 
     chars = sorted({c for r in tiny_records() for c in r["text"]})
     rng = numpy.random.default_rng(0)
@@ -369,7 +369,7 @@ def test_a_pretrained_bigram_table_feeds_every_character_and_round_trips(tmp_pat
     vector; a learned vector stands in where the table lacks the bigram."""
     import numpy
 
-    from spacy_flat.loaders import create_word2vec_bigram_vectors
+    from spacy_flat.lattice.loaders import create_word2vec_bigram_vectors
 
     bigrams = ["张伟", "毕业", "北京", "大学", "上海", "工作"]
     rng = numpy.random.default_rng(0)

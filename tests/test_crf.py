@@ -4,8 +4,8 @@ loss and Viterbi equal pytorch-crf's."""
 import torch
 import torchcrf
 
-from spacy_flat.crf import ConstrainedCRF
-from spacy_flat.tags import TagSet
+from spacy_flat.decoding.tags import TagSet
+from spacy_flat.nn.crf import ConstrainedCRF
 
 
 def is_valid(tags):
@@ -104,7 +104,7 @@ def test_nll_ignores_padding_emissions_and_tags():
 
 
 def test_nll_in_float32_as_on_mps_keeps_gradients_finite(monkeypatch):
-    from spacy_flat import crf as crf_module
+    from spacy_flat.nn import crf as crf_module
 
     monkeypatch.setattr(crf_module, "recursion_dtype", lambda device: torch.float32)
     tags = TagSet(["A", "B"])

@@ -10,11 +10,17 @@ import spacy
 import torch
 from spacy.util import fix_random_seed
 
-from spacy_flat.dcsan import CrossLatticeAttention, GatedFusion, soft_lexicon
 from spacy_flat.errors import LexiconError
-from spacy_flat.lattice import build_lattice
-from spacy_flat.lexicon import Lexicon
-from spacy_flat.word_counts import count_floor, count_matches, counts_from_table, covered_spans, read_word_counts
+from spacy_flat.lattice.flat_lattice import build_lattice
+from spacy_flat.lattice.lexicon import Lexicon
+from spacy_flat.lattice.word_counts import (
+    count_floor,
+    count_matches,
+    counts_from_table,
+    covered_spans,
+    read_word_counts,
+)
+from spacy_flat.nn.dcsan import CrossLatticeAttention, GatedFusion, soft_lexicon
 
 from .conftest import scores_of, small_lexicon, tiny_examples
 

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from spacy_flat import position_scores as position_scores_module
-from spacy_flat.encoder import FlatTagger
-from spacy_flat.flat_layer import FlatAttention
-from spacy_flat.position import PositionFusion, relative_positions, sinusoid
-from spacy_flat.position_scores import position_scores
+from spacy_flat.nn import position_scores as position_scores_module
+from spacy_flat.nn.encoder import FlatTagger
+from spacy_flat.nn.flat_layer import FlatAttention
+from spacy_flat.nn.position import PositionFusion, relative_positions, sinusoid
+from spacy_flat.nn.position_scores import position_scores
 from spacy_flat.settings import FlatSettings
 
 
@@ -225,7 +225,7 @@ def test_recompute_gives_the_same_scores_and_gradients_with_dropout():
 def test_last_layer_without_word_rows_gives_the_same_characters(n_layers, monkeypatch):
     """The last layer computes only the character rows (no output reads the
     words'); scores and gradients equal those of the whole layer."""
-    from spacy_flat.flat_layer import ResidualLayer
+    from spacy_flat.nn.flat_layer import ResidualLayer
 
     full = ResidualLayer.forward
     results = []

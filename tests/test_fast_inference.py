@@ -11,9 +11,9 @@ import numpy
 from thinc.api import PyTorchShim
 
 import spacy_flat.layers.groups as groups_module
-from spacy_flat.flat_layer import ResidualLayer
-from spacy_flat.position import PositionFusion
-from spacy_flat.shim import InPlacePyTorchShim
+from spacy_flat.layers.shim import InPlacePyTorchShim
+from spacy_flat.nn.flat_layer import ResidualLayer
+from spacy_flat.nn.position import PositionFusion
 
 # The module, not the `torch_tagger` function that `spacy_flat.layers` exports under its name.
 torch_tagger_module = importlib.import_module("spacy_flat.layers.torch_tagger")

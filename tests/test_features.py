@@ -3,9 +3,9 @@
 import numpy
 import pytest
 
-from spacy_flat.char_vocab import CharVocab
-from spacy_flat.features import featurize
-from spacy_flat.lexicon import Lexicon
+from spacy_flat.lattice.char_vocab import CharVocab
+from spacy_flat.lattice.features import featurize
+from spacy_flat.lattice.lexicon import Lexicon
 
 
 def test_bigram_vectors_are_the_lexicon_vectors_of_each_characters_bigram():

@@ -9,12 +9,12 @@ import spacy
 import torch
 from spacy.util import fix_random_seed
 
-from spacy_flat.char_vocab import CharVocab
-from spacy_flat.embeddings import TypeEmbedding
 from spacy_flat.errors import LexiconError
-from spacy_flat.features import featurize
-from spacy_flat.gazetteers import add_gazetteers, read_gazetteer, read_typed_words
-from spacy_flat.lexicon import MAX_TYPES, Lexicon
+from spacy_flat.lattice.char_vocab import CharVocab
+from spacy_flat.lattice.features import featurize
+from spacy_flat.lattice.gazetteers import add_gazetteers, read_gazetteer, read_typed_words
+from spacy_flat.lattice.lexicon import MAX_TYPES, Lexicon
+from spacy_flat.nn.embeddings import TypeEmbedding
 
 from .conftest import SHARED, SMALL_WORDS, needs_shared, scores_of, small_config, tiny_examples
 

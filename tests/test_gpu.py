@@ -86,7 +86,7 @@ def test_cupy_arrays_reach_torch_without_deprecated_calls():
     import cupy
     import torch
 
-    from spacy_flat.arrays import xp_to_torch
+    from spacy_flat.layers.arrays import xp_to_torch
 
     array = cupy.arange(12, dtype="float32").reshape(3, 4)[:, 1:3]
     with warnings.catch_warnings():
@@ -100,8 +100,8 @@ def test_crf_nll_on_gpu_equals_pytorch_crf():
     import torch
     import torchcrf
 
-    from spacy_flat.crf import ConstrainedCRF
-    from spacy_flat.tags import TagSet
+    from spacy_flat.decoding.tags import TagSet
+    from spacy_flat.nn.crf import ConstrainedCRF
 
     tags = TagSet(["A", "B"])
     crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends()).cuda()

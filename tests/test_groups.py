@@ -7,7 +7,7 @@ import numpy
 import pytest
 from spacy.training import Example
 
-from spacy_flat.batching import PADDING_SLACK, budget_batches, length_buckets
+from spacy_flat.lattice.batching import PADDING_SLACK, budget_batches, length_buckets
 
 from .conftest import one_segment_per_group, tiny_examples
 

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spacy_flat.errors import LexiconError
-from spacy_flat.lattice import build_lattice
-from spacy_flat.lexicon import Lexicon
+from spacy_flat.lattice.flat_lattice import build_lattice
+from spacy_flat.lattice.lexicon import Lexicon
 
 WORDS = ["重庆", "重庆人", "人和", "人和药店", "药店", "老板", "张三", "上海", "在上"]
 

@@ -7,10 +7,16 @@ import numpy
 import pytest
 
 from spacy_flat.errors import LexiconError
-from spacy_flat.lexicon import Lexicon
-from spacy_flat.loaders import create_lac_char_vectors, create_word2vec_char_vectors, create_word2vec_lexicon
-from spacy_flat.readers import jieba_dir, read_lac_char_table, read_word2vec, read_word2vec_chars, read_word_list
-from spacy_flat.vectors import unit_rows
+from spacy_flat.lattice.lexicon import Lexicon
+from spacy_flat.lattice.loaders import create_lac_char_vectors, create_word2vec_char_vectors, create_word2vec_lexicon
+from spacy_flat.lattice.readers import (
+    jieba_dir,
+    read_lac_char_table,
+    read_word2vec,
+    read_word2vec_chars,
+    read_word_list,
+)
+from spacy_flat.lattice.vectors import unit_rows
 
 from .conftest import SHARED, needs_shared
 

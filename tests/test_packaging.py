@@ -72,7 +72,7 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Dict[str, Predic
     )  # fmt: skip
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     # spaCy found the component through the entry points: nothing imported spacy_flat by hand.
-    assert "spacy_flat.factory" in loaded["modules"]
+    assert "spacy_flat.pipeline.factory" in loaded["modules"]
     after = {architecture: loaded["predictions"][f"zh_test_{architecture}"] for architecture in FAMILY}
     return expected, after
 

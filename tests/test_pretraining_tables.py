@@ -10,8 +10,8 @@ import spacy
 from spacy.tokens import DocBin
 
 from spacy_flat.cli.main import main
-from spacy_flat.readers import read_word2vec
-from spacy_flat.word_counts import read_word_counts
+from spacy_flat.lattice.readers import read_word2vec
+from spacy_flat.lattice.word_counts import read_word_counts
 
 from .conftest import SHARED, needs_shared, small_config, tiny_examples, tiny_records
 

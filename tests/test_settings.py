@@ -6,7 +6,7 @@ import inspect
 import pytest
 import spacy
 
-from spacy_flat.architectures import (
+from spacy_flat.pipeline.architectures import (
     build_dcsan_tagger,
     build_flat_tagger,
     build_flat_transformer_tagger,

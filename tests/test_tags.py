@@ -1,6 +1,6 @@
 """BILUO tags over characters (tags.py): spans to tags and back."""
 
-from spacy_flat.tags import TagSet
+from spacy_flat.decoding.tags import TagSet
 
 
 def test_encode_decode_round_trip():

@@ -9,7 +9,7 @@ import spacy
 import torch
 from spacy.util import fix_random_seed
 
-from spacy_flat.tener import TenerAttention, relative_sinusoids
+from spacy_flat.nn.tener import TenerAttention, relative_sinusoids
 
 from .conftest import scores_of, tiny_examples
 

@@ -135,7 +135,7 @@ def test_dcsan_on_transformer_features_trains_saves_and_loads(tmp_path):
 def test_flat_learns_at_its_own_rate():
     from spacy_transformers.architectures import transformer_listener_tok2vec_v1
 
-    from spacy_flat.architectures import build_flat_transformer_tagger
+    from spacy_flat.pipeline.architectures import build_flat_transformer_tagger
 
     listener = transformer_listener_tok2vec_v1(pooling=spacy.registry.layers.get("reduce_mean.v1")(), grad_factor=1.0)
     model = build_flat_transformer_tagger(listener, learn_rate_scale=5.0)

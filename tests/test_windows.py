@@ -5,7 +5,7 @@ import spacy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_flat.windows import Segmenter, merge_window_spans, plan_windows
+from spacy_flat.lattice.windows import Segmenter, merge_window_spans, plan_windows
 
 
 @settings(max_examples=200, deadline=None)

@@ -9,7 +9,6 @@ given, and a re-run with other inputs or settings is refused rather than mixed.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from itertools import groupby
@@ -22,7 +21,7 @@ from spacy.language import Language
 from ..errors import FlatError
 from .batches import BatchResult, annotate_batch, output_line, scores_key_of
 from .records import ReadReport, Record, RecordFormat, input_files, read_records
-from .shards import OUTPUT_FORMATS, check_manifest, chunks, shard_path, write_shard
+from .shards import OUTPUT_FORMATS, check_manifest, chunks, shard_path, write_shard, write_summary
 
 
 @dataclass(frozen=True)
@@ -99,18 +98,7 @@ def annotate(
         bar.update(len(shard))
         bar.set_postfix_str(f"{counts['characters'] / max(1e-9, time.perf_counter() - start):,.0f} chars/s")
     bar.close()
-    seconds = time.perf_counter() - start
-    summary = {
-        "read": report.read,
-        **counts,
-        "skipped": sum(report.skipped.values()),
-        "skipped_by_reason": dict(report.skipped),
-        "problems": report.problems,
-        "seconds": round(seconds, 2),
-        "characters_per_second": round(counts["characters"] / seconds, 1) if seconds > 0 else 0.0,
-    }
-    (output / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf8")
-    return summary
+    return write_summary(output, report, counts, time.perf_counter() - start)
 
 
 def _annotate_shard(nlp: Language, shard: List[Record], settings: AnnotateSettings, key: Optional[str]) -> BatchResult:

@@ -28,7 +28,7 @@ from .local import AnnotateSettings, _bar
 from .ray_actor import Annotator, AttemptLedger
 from .ray_reading import batch_rows, block_bytes, count_files
 from .records import RecordFormat, input_files
-from .shards import check_manifest, shard_path, write_shard
+from .shards import check_manifest, shard_path, write_shard, write_summary
 
 if TYPE_CHECKING:
     import ray.data
@@ -166,20 +166,7 @@ def annotate_with_ray(
         if started_here:
             ray.shutdown()
     seconds = time.perf_counter() - start
-    summary = {
-        "engine": "ray",
-        "actors": actors,
-        "gpus_per_actor": gpus,
-        "read": report.read,
-        **counts,
-        "skipped": sum(report.skipped.values()),
-        "skipped_by_reason": dict(report.skipped),
-        "problems": report.problems,
-        "seconds": round(seconds, 2),
-        "characters_per_second": round(counts["characters"] / seconds, 1) if seconds > 0 else 0.0,
-    }
-    (output / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf8")
-    return summary
+    return write_summary(output, report, counts, seconds, engine="ray", actors=actors, gpus_per_actor=gpus)
 
 
 def gpus_per_actor(ray: Any, asked: Union[float, str], actors: int) -> float:

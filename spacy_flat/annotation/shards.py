@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, TypeVar
 
 from ..errors import FlatError
-from .records import RecordFormat, require_pyarrow
+from .records import ReadReport, RecordFormat, require_pyarrow
 
 OUTPUT_FORMATS = ("jsonl", "parquet")
 T = TypeVar("T")
@@ -135,3 +135,25 @@ def check_manifest(output: Path, files: List[Path], fmt: RecordFormat, shape: Di
             )
     else:
         path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf8")
+
+
+def write_summary(
+    output: Path, report: ReadReport, counts: Dict[str, int], seconds: float, **engine: Any
+) -> Dict[str, Any]:
+    """Write `summary.json`, the same for both engines: what was read, annotated,
+    skipped (by reason, with places) and how fast, after the engine's own fields.
+
+    RETURNS (Dict[str, Any]): The summary.
+    """
+    summary = {
+        **engine,
+        "read": report.read,
+        **counts,
+        "skipped": sum(report.skipped.values()),
+        "skipped_by_reason": dict(report.skipped),
+        "problems": report.problems,
+        "seconds": round(seconds, 2),
+        "characters_per_second": round(counts["characters"] / seconds, 1) if seconds > 0 else 0.0,
+    }
+    (output / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf8")
+    return summary

@@ -9,10 +9,16 @@ import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 
-from ..calibration import Outcome, expected_calibration_error, fit_temperature, precision_recall_at, reliability
-from ..confidence import Decoded, decode_docs
+from ..decoding.calibration import (
+    Outcome,
+    expected_calibration_error,
+    fit_temperature,
+    precision_recall_at,
+    reliability,
+)
 from ..errors import FlatError
-from ..pipe import FlatNER
+from ..pipeline.component import FlatNER
+from ..pipeline.confidence import Decoded, decode_docs
 from ..types import CharSpan
 
 THRESHOLDS = (0.5, 0.7, 0.9)

@@ -11,8 +11,8 @@ from spacy.scorer import PRFScore
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 
-from ..pipe import FlatNER
-from ..scorer import score_char_entities
+from ..pipeline.component import FlatNER
+from ..pipeline.scorer import score_char_entities
 from ..types import CharSpan
 from .report import report_html, thresholds_curve
 

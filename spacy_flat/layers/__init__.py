@@ -1,4 +1,10 @@
-"""The thinc layers of the FLAT architectures, one a file."""
+"""The thinc side: where thinc meets torch.
+
+The featurizer, the group loop under the attention budget, the torch tagger
+(`TorchTagger`: device, CRF loss, decoding), transformer features, the in-place
+PyTorch shim and the array hand-over. Modules here may import `nn/`, the data
+side and the decoding, never `pipeline/`.
+"""
 
 from .featurizer import flat_featurizer, set_resources
 from .groups import encode_in_groups, flat_model

@@ -6,10 +6,10 @@ import numpy
 from thinc.api import Model
 from thinc.types import Floats2d
 
-from ..features import FlatBatch, featurize
-from ..resources import FlatResources
+from ..lattice.features import FlatBatch, featurize
+from ..lattice.resources import FlatResources
+from ..lattice.windows import Segment
 from ..settings import FlatSettings
-from ..windows import Segment
 
 # The gradient of each segment's transformer features; None without features.
 SegmentGradients = List[Optional[Floats2d]]

@@ -6,8 +6,8 @@ from typing import Callable, List, Tuple
 from thinc.api import Model, Ops
 from thinc.types import Floats3d, Ints1d
 
-from ..batching import PADDING_SLACK, budget_batches
-from ..windows import Segment
+from ..lattice.batching import PADDING_SLACK, budget_batches
+from ..lattice.windows import Segment
 from .featurizer import SegmentGradients
 
 

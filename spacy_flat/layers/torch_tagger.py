@@ -10,15 +10,15 @@ from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, torch2xp
 from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d, Floats3d
 
-from ..arrays import xp_to_torch
-from ..batching import length_buckets
-from ..crf import FORBIDDEN
-from ..encoder import FlatTagger
-from ..features import FlatBatch
-from ..resources import FlatResources
+from ..decoding.tags import TagSet
+from ..lattice.batching import length_buckets
+from ..lattice.features import FlatBatch
+from ..lattice.resources import FlatResources
+from ..nn.crf import FORBIDDEN
+from ..nn.encoder import FlatTagger
 from ..settings import FlatSettings
-from ..shim import InPlacePyTorchShim
-from ..tags import TagSet
+from .arrays import xp_to_torch
+from .shim import InPlacePyTorchShim
 
 
 def torch_tagger(settings: FlatSettings) -> Model[FlatBatch, Floats3d]:

@@ -8,7 +8,7 @@ from spacy.tokens import Doc
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d, Ints1d
 
-from ..windows import Segment
+from ..lattice.windows import Segment
 from .groups import encode_in_groups
 
 

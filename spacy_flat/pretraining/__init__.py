@@ -1,1 +1,6 @@
-"""Pretraining inputs from raw text: reading corpora, cleaning, and the sentence filter."""
+"""Pretraining inputs from raw text: reading corpora, cleaning, the sentence
+filter, and the staged word2vec training of the character, bigram and word tables.
+
+Modules here import each other and gensim (an extra); nothing below `cli/`
+imports them.
+"""

@@ -13,9 +13,7 @@ one bad record never loses a run.
 
 from __future__ import annotations
 
-import bz2
 import csv
-import gzip
 import io
 import json
 import lzma
@@ -23,11 +21,12 @@ import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Dict, Iterable, Iterator, List, Optional, Tuple, cast
+from typing import IO, Any, Dict, Iterable, Iterator, List, Optional, Tuple
+
+from ..files import COMPRESSED, decompressed
 
 # (text, where it came from: "file:line" or "archive!member:line")
 Text = Tuple[str, str]
-COMPRESSED = (".xz", ".gz", ".bz2")
 PLAIN = {".txt", ".md", ".text", ""}
 # Problems listed one by one in a report; beyond this, only counted.
 MAX_LISTED = 200
@@ -89,7 +88,7 @@ def _read_stream(raw: IO[bytes], name: str, where: str, fields: TextFields, repo
     suffix = Path(name).suffix.lower()
     if suffix in COMPRESSED:
         try:
-            with _decompressed(raw, suffix) as stream:
+            with decompressed(raw, suffix) as stream:
                 yield from _read_stream(stream, Path(name).stem, where, fields, report)
         except (OSError, EOFError, lzma.LZMAError) as err:
             report.skip(where, f"damaged {suffix} stream, read up to the damage", str(err))
@@ -110,15 +109,6 @@ def _read_stream(raw: IO[bytes], name: str, where: str, fields: TextFields, repo
         return
     if report.documents[where] == before and suffix != ".zip":
         report.skip(where, "no documents in the file")
-
-
-def _decompressed(raw: IO[bytes], suffix: str) -> IO[bytes]:
-    # The decompressors are binary file objects; typeshed does not call them IO[bytes].
-    if suffix == ".xz":
-        return cast(IO[bytes], lzma.LZMAFile(raw))
-    if suffix == ".gz":
-        return cast(IO[bytes], gzip.GzipFile(fileobj=raw))
-    return cast(IO[bytes], bz2.BZ2File(raw))
 
 
 def _lines(raw: IO[bytes], where: str, report: SourceReport) -> Iterator[Tuple[int, str]]:

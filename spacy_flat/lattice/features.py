@@ -9,7 +9,7 @@ import murmurhash
 import numpy
 
 from .char_vocab import CharVocab
-from .lattice import Lattice, build_lattice
+from .flat_lattice import Lattice, build_lattice
 from .lexicon import Lexicon
 
 # Seeds for the bloom-embedding hashes of words and character bigrams.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Union
 
+from ..errors import PipelineFileError
 from .char_vocab import CharVocab
-from .errors import PipelineFileError
 from .lexicon import Lexicon
 
 # The parts saved beside the model, by the names of their entries (`NAME` in

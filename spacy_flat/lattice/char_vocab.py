@@ -8,7 +8,7 @@ from typing import Dict, Iterable, List
 import numpy
 import srsly
 
-from .errors import PipelineFileError
+from ..errors import PipelineFileError
 
 # Rows for characters the table lacks, by class, as in Baidu LAC's word.dic.
 OOV_CLASSES = ("OOV_NUM", "OOV_ALPHA", "OOV_HANZ", "OOV")

@@ -4,7 +4,7 @@ with relative span positions (Li et al. 2020, eq. 11), and its feed-forward subl
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 from torch import nn
@@ -80,9 +80,14 @@ class ResidualLayer(nn.Module):
     dropout and layer norm (the Transformer's post-norm layer). FLAT and TENER
     differ only in the attention they put in it."""
 
-    def __init__(self, attention: nn.Module, width: int, ffn_width: int, *, dropout: float) -> None:
+    # The attention sublayer's class: (width, n_heads, dropout=, scaled=) -> module.
+    attention_type: Callable[..., nn.Module]
+
+    def __init__(
+        self, width: int, n_heads: int, ffn_width: int, *, dropout: float, attention_dropout: float, scaled: bool
+    ) -> None:
         super().__init__()
-        self.attention = attention
+        self.attention = self.attention_type(width, n_heads, dropout=attention_dropout, scaled=scaled)
         self.norm1 = nn.LayerNorm(width)
         self.ffn = nn.Sequential(
             nn.Linear(width, ffn_width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn_width, width)
@@ -106,8 +111,4 @@ class ResidualLayer(nn.Module):
 class FlatLayer(ResidualLayer):
     """FLAT's layer: its attention over the lattice (reads rel, pos and attend)."""
 
-    def __init__(
-        self, width: int, n_heads: int, ffn_width: int, *, dropout: float, attention_dropout: float, scaled: bool
-    ) -> None:
-        attention = FlatAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
-        super().__init__(attention, width, ffn_width, dropout=dropout)
+    attention_type = FlatAttention

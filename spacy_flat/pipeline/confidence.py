@@ -15,12 +15,12 @@ from spacy.tokens import Doc, SpanGroup
 from thinc.api import Model
 from thinc.types import Floats3d
 
-from .boundaries import BoundaryRules
-from .entities import set_char_entities
-from .layers import TorchTagger
-from .tags import TagSet
-from .types import CharSpan, ScoredSpan
-from .windows import Segmenter, Window
+from ..decoding.boundaries import BoundaryRules
+from ..decoding.entities import set_char_entities
+from ..decoding.tags import TagSet
+from ..lattice.windows import Segmenter, Window
+from ..layers import TorchTagger
+from ..types import CharSpan, ScoredSpan
 
 
 @dataclass

@@ -10,12 +10,12 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ..settings import FlatSettings
 from .crf import ConstrainedCRF
 from .dcsan import DcsanInput
 from .embeddings import HashEmbedding, TypeEmbedding
 from .flat_layer import FlatLayer
 from .position import PositionFusion, RelativePositions, relative_positions
-from .settings import FlatSettings
 from .tener import TenerLayer
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-import ahocorasick
 import numpy
 import srsly
 
-from .errors import LexiconError
+from ..errors import LexiconError
+from .matching import WordMatcher
 from .vectors import unit_rows
 
 # Types are bits of one int64 per word, so a word may have several.
@@ -20,10 +20,10 @@ class Lexicon:
     """Words of two or more characters, optionally with one vector each and any
     number of types (`place`, `person`, a user's `brand`: the lists a word came from).
 
-    Matching uses an Aho-Corasick automaton (pyahocorasick, a C extension), which
-    finds every occurrence of every word, overlapping and of all lengths, in one
-    pass over the text. The automaton is rebuilt lazily after `add`, so new words
-    take effect on the next call.
+    Matching uses an Aho-Corasick automaton (`WordMatcher`), which finds every
+    occurrence of every word, overlapping and of all lengths, in one pass over
+    the text. The automaton is rebuilt lazily after `add`, so new words take
+    effect on the next call.
     """
 
     def __init__(
@@ -69,7 +69,7 @@ class Lexicon:
         # Word frequencies z(w) and their floor b (DC-SAN's set weights); None until counted.
         self._counts: Optional[numpy.ndarray] = None
         self.count_floor = 1.0
-        self._automaton: Optional[ahocorasick.Automaton] = None
+        self._matcher: Optional[WordMatcher] = None
 
     def __len__(self) -> int:
         return len(self._words)
@@ -156,7 +156,7 @@ class Lexicon:
             self._has_vector = numpy.append(self._has_vector, False)
             self._type_bits = numpy.append(self._type_bits, 0)
             self._grow_counts(1)
-            self._automaton = None
+            self._matcher = None
         if vector is not None:
             self._vectors[row] = vector
             self._has_vector[row] = True
@@ -192,7 +192,7 @@ class Lexicon:
             self._has_vector = numpy.append(self._has_vector, numpy.zeros(added, dtype=bool))
             self._type_bits = numpy.append(self._type_bits, numpy.zeros(added, dtype="int64"))
             self._grow_counts(added)
-            self._automaton = None
+            self._matcher = None
         if bits and rows:
             self._type_bits[numpy.asarray(rows)] |= bits
         return added
@@ -229,19 +229,9 @@ class Lexicon:
         """
         if not self._words or len(text) < 2:
             return []
-        automaton = self._get_automaton()
-        found = [(end - length + 1, end, row) for end, (row, length) in automaton.iter(text)]
-        found.sort()
-        return found
-
-    def _get_automaton(self) -> ahocorasick.Automaton:
-        if self._automaton is None:
-            automaton = ahocorasick.Automaton()
-            for row, word in enumerate(self._words):
-                automaton.add_word(word, (row, len(word)))
-            automaton.make_automaton()
-            self._automaton = automaton
-        return self._automaton
+        if self._matcher is None:
+            self._matcher = WordMatcher(self._words)
+        return self._matcher.find(text)
 
     def to_bytes(self) -> bytes:
         """Serialize as msgpack: the word list, the vectors as raw float32 and a

@@ -16,8 +16,8 @@ import srsly
 from spacy.util import from_bytes, from_disk, to_bytes, to_disk
 from thinc.api import Model
 
-from .errors import PipelineFileError
-from .resources import OPTIONAL_PARTS, PARTS, FlatResources, Part
+from ..errors import PipelineFileError
+from ..lattice.resources import OPTIONAL_PARTS, PARTS, FlatResources, Part
 
 
 class BoundaryRulesMissing(UserWarning):

@@ -6,7 +6,7 @@ from typing import Iterable, List, Sequence, Tuple
 
 from spacy.training.iob_utils import tags_to_entities
 
-from .types import CharSpan
+from ..types import CharSpan
 
 
 class TagSet:

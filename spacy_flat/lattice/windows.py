@@ -13,7 +13,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple, TypeVar, cast
 
 from spacy.tokens import Doc
 
-from .types import CharSpan, ScoredSpan
+from ..types import CharSpan, ScoredSpan
 
 # Spans with or without their probability.
 AnySpan = TypeVar("AnySpan", CharSpan, ScoredSpan)

@@ -6,9 +6,9 @@ from spacy.language import Language
 from thinc.api import Model
 from thinc.types import Floats3d
 
-from .pipe import FlatNER
-from .settings import default_config
-from .windows import Segment
+from ..lattice.windows import Segment
+from ..settings import default_config
+from .component import FlatNER
 
 
 @Language.factory(

@@ -13,8 +13,8 @@ from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 import numpy
 
+from ..errors import LexiconError
 from .char_vocab import CharVocab
-from .errors import LexiconError
 
 logger = logging.getLogger("spacy.flat")
 

@@ -9,12 +9,12 @@ from spacy.util import registry
 from thinc.api import Model
 from thinc.types import Floats2d, Floats3d
 
-from .layers.featurizer import flat_featurizer
-from .layers.groups import flat_model
-from .layers.torch_tagger import torch_tagger
-from .layers.transformer_features import flat_transformer_model
-from .settings import FLAT_ONLY, LATTICE_ONLY, TRANSFORMER_ONLY, FlatSettings, settings_signature
-from .windows import Segment
+from ..lattice.windows import Segment
+from ..layers.featurizer import flat_featurizer
+from ..layers.groups import flat_model
+from ..layers.torch_tagger import torch_tagger
+from ..layers.transformer_features import flat_transformer_model
+from ..settings import FLAT_ONLY, LATTICE_ONLY, TRANSFORMER_ONLY, FlatSettings, settings_signature
 
 _TOK2VEC = inspect.Parameter(
     "tok2vec", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Model[List[Doc], List[Floats2d]]

@@ -17,18 +17,19 @@ from spacy.vocab import Vocab
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
-from .boundaries import BoundaryRules
-from .char_vocab import CharVocab
+from ..decoding.boundaries import BoundaryRules
+from ..decoding.entities import ALIGNMENT_MODES
+from ..decoding.tags import TagSet
+from ..lattice.char_vocab import CharVocab
+from ..lattice.lexicon import Lexicon
+from ..lattice.loaders import create_jieba_lexicon, create_lac_char_vectors
+from ..lattice.resources import FlatResources
+from ..lattice.windows import Segment, Segmenter
+from ..lattice.word_counts import store_word_counts
+from ..layers import TorchTagger, set_resources
 from .confidence import check_threshold, decode_docs, write_entities
-from .entities import ALIGNMENT_MODES
-from .layers import TorchTagger, set_resources
-from .lexicon import Lexicon
-from .loaders import create_jieba_lexicon, create_lac_char_vectors
-from .resources import FlatResources
+from .gold import gold_segments
 from .saving import SavedWithResources
-from .tags import TagSet
-from .windows import Segment, Segmenter
-from .word_counts import counts_from_table, counts_from_texts
 
 logger = logging.getLogger("spacy.flat")
 
@@ -193,7 +194,8 @@ class FlatNER(SavedWithResources, TrainablePipe):
                 f"[components.{self.name}.model] bigram_vectors = true"
             )
         if self.tagger.module.dcsan is not None:
-            self._count_words(lexicon_, get_examples, word_counts)
+            texts = (eg.reference.text for eg in get_examples())
+            logger.info("%s: %s", self.name, store_word_counts(lexicon_, texts, word_counts))
         self.resources = FlatResources(lexicon_, char_vocab, bigrams)
         self.cfg["word_types"] = list(lexicon_.types)
         # Infers the width of transformer features, if the model has them.
@@ -201,20 +203,6 @@ class FlatNER(SavedWithResources, TrainablePipe):
         self.cfg["feature_width"] = self.model.get_dim("nF") if self.model.has_dim("nF") else 0
         self._configure()
         self.tagger.set_char_vectors(table)
-
-    def _count_words(
-        self,
-        lexicon: Lexicon,
-        get_examples: Callable[[], Iterable[Example]],
-        word_counts: Optional[Callable[[], Dict[str, float]]],
-    ) -> None:
-        if word_counts is not None:
-            seen, floor = counts_from_table(lexicon, word_counts())
-            source = "the counts file"
-        else:
-            seen, floor = counts_from_texts(lexicon, (eg.reference.text for eg in get_examples()))
-            source = "the training texts"
-        logger.info("%s: word frequencies of %d lexicon words from %s, floor b = %g", self.name, seen, source, floor)
 
     def _configure(self) -> None:
         """Rebuild the shapes that depend on data, before weights are set or loaded."""
@@ -277,20 +265,9 @@ class FlatNER(SavedWithResources, TrainablePipe):
         return losses
 
     def _training_segments(self, examples: Sequence[Example]) -> Tuple[List[Segment], List[List[int]]]:
-        """Segments to encode with their gold tag ids; an empty doc has one
-        empty segment, so the segments name every doc of the batch, in order."""
-        segmenter = self.segmenter
-        segments: List[Segment] = []
-        gold: List[List[int]] = []
-        for eg in examples:
-            spans = [(e.start_char, e.end_char, e.label_) for e in eg.reference.ents]
-            unknown = {lab for _, _, lab in spans if lab not in self._tag_set.labels}
-            if unknown:
-                self._warn_unknown_labels(unknown)
-                spans = [span for span in spans if span[2] not in unknown]
-            for segment, inside in segmenter.training_segments(eg.predicted, spans):
-                segments.append(segment)
-                gold.append(self._tag_set.encode(inside, len(segment)))
+        segments, gold, unknown = gold_segments(examples, self.segmenter, self._tag_set)
+        if unknown:
+            self._warn_unknown_labels(unknown)
         return segments, gold
 
     def _warn_unknown_labels(self, labels: Set[str]) -> None:

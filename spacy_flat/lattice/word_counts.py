@@ -8,11 +8,11 @@ file (`word<TAB>count`, as `pretrain-vectors` writes for its word table).
 """
 
 from pathlib import Path
-from typing import Dict, Iterable, Tuple
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 import numpy
 
-from .errors import LexiconError
+from ..errors import LexiconError
 from .gazetteers import read_lines
 from .lexicon import Lexicon
 
@@ -108,3 +108,16 @@ def counts_from_table(lexicon: Lexicon, table: Dict[str, float]) -> Tuple[int, f
     floor = count_floor(counts)
     lexicon.set_counts(counts, floor)
     return int((counts > 0).sum()), floor
+
+
+def store_word_counts(lexicon: Lexicon, texts: Iterable[str], table: Optional[Callable[[], Dict[str, float]]]) -> str:
+    """Store word counts in the lexicon: from `table` where one is given, else
+    counted on `texts` (the training texts, read only in that case).
+
+    RETURNS (str): A line saying how many words were counted, from what, and b.
+    """
+    if table is not None:
+        (seen, floor), source = counts_from_table(lexicon, table()), "the counts file"
+    else:
+        (seen, floor), source = counts_from_texts(lexicon, texts), "the training texts"
+    return f"word frequencies of {seen} lexicon words from {source}, floor b = {floor:g}"

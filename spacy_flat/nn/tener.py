@@ -71,8 +71,4 @@ class TenerAttention(nn.Module):
 class TenerLayer(ResidualLayer):
     """TENER's layer: its attention over characters (reads attend) in the same residual layer as FLAT's."""
 
-    def __init__(
-        self, width: int, n_heads: int, ffn_width: int, *, dropout: float, attention_dropout: float, scaled: bool
-    ) -> None:
-        attention = TenerAttention(width, n_heads, dropout=attention_dropout, scaled=scaled)
-        super().__init__(attention, width, ffn_width, dropout=dropout)
+    attention_type = TenerAttention

@@ -6,7 +6,7 @@ from typing import Dict, Iterable, List, Tuple
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 
-from .types import CharSpan
+from ..types import CharSpan
 
 logger = logging.getLogger("spacy.flat")
 

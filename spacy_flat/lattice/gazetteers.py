@@ -8,20 +8,18 @@ and reading the decompressed bytes at once lets one reader take every line end
 
 from __future__ import annotations
 
-import bz2
 import csv
-import gzip
 import io
 import lzma
 from pathlib import Path
-from typing import IO, Dict, List, Optional, Tuple, Union, cast
+from typing import Dict, List, Optional, Tuple, Union
 
-from .errors import LexiconError
+from ..errors import LexiconError
+from ..files import COMPRESSED, open_binary
 from .lexicon import Lexicon
 from .readers import LoadReport, keep_words
 
 PathLike = Union[str, Path]
-COMPRESSED = (".xz", ".gz", ".bz2")
 # CSV columns that hold the name (the administrative divisions' files), in order of preference.
 NAME_COLUMNS = ("name", "word", "text")
 
@@ -96,7 +94,7 @@ def read_lines(path: Path) -> List[str]:
     if not path.exists():
         raise LexiconError(f"{path}: no such word list")
     try:
-        with _open(path) as f:
+        with open_binary(path) as f:
             data = f.read()
     except (OSError, EOFError, lzma.LZMAError) as err:
         raise LexiconError(f"{path}: damaged file ({err})") from None
@@ -108,17 +106,6 @@ def read_lines(path: Path) -> List[str]:
         except UnicodeDecodeError as err:
             raise LexiconError(f"{path}:{line_no}: not valid UTF-8 ({err.reason})") from None
     return out
-
-
-def _open(path: Path) -> IO[bytes]:
-    suffix = path.suffix.lower()
-    if suffix == ".xz":
-        return cast(IO[bytes], lzma.open(path, "rb"))
-    if suffix == ".gz":
-        return cast(IO[bytes], gzip.open(path, "rb"))
-    if suffix == ".bz2":
-        return cast(IO[bytes], bz2.open(path, "rb"))
-    return path.open("rb")
 
 
 def _plain_words(lines: List[str]) -> List[str]:
