@@ -24,9 +24,12 @@ MAY_IMPORT: Dict[str, Set[str]] = {
     "layers": {"base", "nn", "lattice", "decoding", "layers"},
     "pipeline": {"base", "lattice", "decoding", "layers", "pipeline"},
     "training": {"base", "lattice", "decoding", "layers", "pipeline", "training"},
+    "distillation": {"base", "lattice", "decoding", "layers", "pipeline", "training", "annotation", "pretraining"}
+    | {"distillation"},
     "annotation": {"base", "annotation"},
     "pretraining": {"base", "pretraining"},
-    "cli": {"base", "lattice", "decoding", "layers", "pipeline", "training", "annotation", "pretraining", "cli"},
+    "cli": {"base", "lattice", "decoding", "layers", "pipeline", "training", "annotation", "pretraining", "cli"}
+    | {"distillation"},
     "root": {"base", "lattice", "decoding", "layers", "pipeline", "training", "cli"},
 }
 # Part -> libraries its modules never import.

@@ -14,11 +14,15 @@ from ..decoding.tags import TagSet
 from ..lattice.batching import length_buckets
 from ..lattice.features import FlatBatch
 from ..lattice.resources import FlatResources
-from ..nn.crf import FORBIDDEN
+from ..nn.crf import FORBIDDEN, ConstrainedCRF
 from ..nn.encoder import FlatTagger
+from ..nn.posteriors import soft_target_loss
 from ..settings import FlatSettings
 from .arrays import xp_to_torch
 from .shim import InPlacePyTorchShim
+
+# A loss's input: the emissions of the rows that have targets, their mask, and their row numbers.
+CrfInput = Tuple[torch.Tensor, torch.Tensor, List[int]]
 
 
 def torch_tagger(settings: FlatSettings) -> Model[FlatBatch, Floats3d]:
@@ -96,27 +100,93 @@ class TorchTagger:
         """Initialize the character embeddings from a (rows, char_width) table."""
         self.module.set_char_vectors(torch.from_numpy(numpy.ascontiguousarray(table, dtype="float32")))
 
-    def loss(self, scores: Floats3d, gold: Sequence[Sequence[int]]) -> Tuple[float, Floats3d]:
+    def loss(self, scores: Floats3d, gold: Sequence[Sequence[int]], weight: float = 1.0) -> Tuple[float, Floats3d]:
         """CRF negative log-likelihood, averaged over the non-empty rows, and its
-        gradient (zero for empty rows).
+        gradient (zero for empty rows and rows without gold).
 
         The CRF's own parameter gradients accumulate in the torch module and are
         applied by the next `finish_update`.
+
+        weight (float): Scales the loss and every gradient (beside a soft-target loss).
         """
-        device = self.device
-        rows = [b for b, row in enumerate(gold) if len(row)]
+        return self._backward(scores, [len(row) for row in gold], weight, lambda crf_input: self._nll(crf_input, gold))
+
+    def soft_loss(
+        self,
+        scores: Floats3d,
+        targets: Sequence[Optional[numpy.ndarray]],
+        temperature: float = 1.0,
+        weight: float = 1.0,
+    ) -> Tuple[float, Floats3d]:
+        """Cross-entropy of the CRF's tag marginals against a teacher's
+        (`nn.posteriors.soft_target_loss`), averaged over the rows that have
+        targets, and its gradient. Accumulates CRF gradients as `loss` does.
+
+        targets: Per row, the teacher's (length, n_tags) marginals, or None.
+        """
+        lengths = [0 if row is None else len(row) for row in targets]
+
+        def compute(crf_input: CrfInput) -> torch.Tensor:
+            emissions, mask, rows = crf_input
+            wanted = numpy.zeros((*mask.shape, emissions.shape[2]), dtype="float32")
+            for k, b in enumerate(rows):
+                row = targets[b]
+                assert row is not None
+                wanted[k, : len(row)] = row
+            module_targets = torch.from_numpy(wanted).to(emissions.device)
+            return soft_target_loss(self._crf, emissions, mask, module_targets, temperature)
+
+        return self._backward(scores, lengths, weight, compute)
+
+    def _backward(
+        self,
+        scores: Floats3d,
+        lengths: Sequence[int],
+        weight: float,
+        compute: Callable[[CrfInput], torch.Tensor],
+    ) -> Tuple[float, Floats3d]:
+        """Run a summed loss over the rows with `lengths` > 0, averaged, and backward."""
+        rows = [b for b, n in enumerate(lengths) if n]
         if not rows:  # only empty docs: nothing to learn
             return 0.0, cast(Floats3d, scores * 0)
-        emissions = xp_to_torch(scores, requires_grad=True, device=device)
-        filled = emissions[rows] if len(rows) < len(gold) else emissions
-        mask = _padded([len(gold[b]) for b in rows], device)[:, : emissions.shape[1]]
+        emissions = xp_to_torch(scores, requires_grad=True, device=self.device)
+        filled = emissions[rows] if len(rows) < len(lengths) else emissions
+        mask = _padded([lengths[b] for b in rows], self.device)[:, : emissions.shape[1]]
+        loss = compute((filled, mask, rows)) / max(1, len(rows))
+        (loss * weight).backward()
+        assert emissions.grad is not None
+        return float(loss.item()), cast(Floats3d, torch2xp(emissions.grad))
+
+    def _nll(
+        self, crf_input: Tuple[torch.Tensor, torch.Tensor, List[int]], gold: Sequence[Sequence[int]]
+    ) -> torch.Tensor:
+        emissions, mask, rows = crf_input
         tags = torch.zeros(mask.shape, dtype=torch.long)
         for k, b in enumerate(rows):
             tags[k, : len(gold[b])] = torch.as_tensor(gold[b], dtype=torch.long)
-        loss = self.module.loss(filled, tags.to(device), mask) / max(1, len(rows))
-        loss.backward()
-        assert emissions.grad is not None
-        return float(loss.item()), cast(Floats3d, torch2xp(emissions.grad))
+        return self.module.loss(emissions, tags.to(emissions.device), mask)
+
+    @property
+    def _crf(self) -> ConstrainedCRF:
+        crf = self.module.crf
+        assert crf is not None, "FlatTagger.configure was not called"
+        return crf
+
+    def marginals(
+        self,
+        scores: Floats3d,
+        lengths: Sequence[int],
+        forbidden: Optional[numpy.ndarray] = None,
+        temperature: float = 1.0,
+    ) -> List[numpy.ndarray]:
+        """Each row's tag marginals, (length, n_tags) float32, under the same
+        constraints as `decode` (`ConstrainedCRF.marginals`)."""
+        out = [numpy.zeros((0, self._crf.num_tags), dtype="float32") for _ in lengths]
+        for rows in length_buckets(lengths):
+            emissions, mask = self._constrained(scores, lengths, forbidden, rows)
+            for b, probs in zip(rows, self._crf.marginals(emissions, mask, temperature)):
+                out[b] = probs
+        return out
 
     def decode(
         self, scores: Floats3d, lengths: Sequence[int], forbidden: Optional[numpy.ndarray] = None
@@ -144,8 +214,7 @@ class TorchTagger:
         """The CRF's probability of each (start, tag ids) run per row, under the
         same constraints as `decode` (`ConstrainedCRF.run_probabilities`)."""
         out: List[List[float]] = [[] for _ in lengths]
-        crf = self.module.crf
-        assert crf is not None, "FlatTagger.configure was not called"
+        crf = self._crf
         for rows in length_buckets([length if runs[b] else 0 for b, length in enumerate(lengths)]):
             emissions, mask = self._constrained(scores, lengths, forbidden, rows)
             for b, probs in zip(rows, crf.run_probabilities(emissions, mask, [runs[b] for b in rows], temperature)):

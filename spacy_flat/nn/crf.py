@@ -198,6 +198,25 @@ class ConstrainedCRF(CRF):
             paths.append(tags)
         return paths
 
+    def marginals(self, emissions: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> List[numpy.ndarray]:
+        """Each row's tag marginals p_t(y), (length, n_tags) float32, by the same
+        float64 forward-backward as `run_probabilities` (no gradient): a teacher's
+        soft targets, or one member of an ensemble.
+
+        emissions (torch.Tensor): (batch, length, n_tags) scores.
+        mask (torch.Tensor): (batch, length) bool, each row a prefix of True.
+        temperature (float): Every potential is divided by it.
+        """
+        with torch.no_grad():
+            scores = emissions.double().cpu().numpy() / temperature
+            lengths = mask.sum(1).cpu().numpy()
+            trans = self.transitions.double().cpu().numpy() / temperature
+            start = self.start_transitions.double().cpu().numpy() / temperature
+            end = self.end_transitions.double().cpu().numpy() / temperature
+        alpha, beta, log_z = forward_backward(scores, lengths, trans, start, end)
+        probs = numpy.exp(alpha + beta - log_z[:, None, None])
+        return [probs[b, :n].astype("float32") for b, n in enumerate(lengths)]
+
     def run_probabilities(
         self,
         emissions: torch.Tensor,

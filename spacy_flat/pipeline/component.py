@@ -30,6 +30,7 @@ from ..layers import TorchTagger, set_resources
 from .confidence import check_threshold, decode_docs, write_entities
 from .gold import gold_segments
 from .saving import SavedWithResources
+from .teaching import Teaching
 
 logger = logging.getLogger("spacy.flat")
 
@@ -82,6 +83,8 @@ class FlatNER(SavedWithResources, TrainablePipe):
         self.alignment_report: Dict[str, int] = {"exact": 0, "snapped": 0, "dropped": 0}
         # Gold labels met in training that the model has no tags for, already warned about.
         self._unknown_labels: Set[str] = set()
+        # A teacher to learn from beside the gold (distillation); never saved.
+        self.teaching: Optional[Teaching] = None
 
     # -- labels -----------------------------------------------------------
 
@@ -246,7 +249,8 @@ class FlatNER(SavedWithResources, TrainablePipe):
         sgd: Optional[Optimizer] = None,
         losses: Optional[Dict[str, float]] = None,
     ) -> Dict[str, float]:
-        """Learn from a batch of examples. Empty docs are skipped."""
+        """Learn from a batch of examples, and from the teacher in `teaching` if one
+        is set. Empty docs are skipped."""
         if losses is None:
             losses = {}
         losses.setdefault(self.name, 0.0)
@@ -254,10 +258,13 @@ class FlatNER(SavedWithResources, TrainablePipe):
         validate_examples(examples, "FlatNER.update")
         self._require_initialized()
         segments, gold = self._training_segments(examples)
-        if not any(gold):
+        if not any(gold) and self.teaching is None:
             return losses
         scores, backprop = self.model.begin_update(segments)
-        loss, d_scores = self.tagger.loss(scores, gold)
+        if self.teaching is None:
+            loss, d_scores = self.tagger.loss(scores, gold)
+        else:
+            loss, d_scores = self.teaching.loss(self.tagger, segments, scores, gold)
         backprop(d_scores)
         losses[self.name] += loss
         if sgd is not None:

@@ -1,0 +1,157 @@
+"""Teachers: trained pipelines, alone or as an ensemble, that give a student
+per-character tag marginals for the very segments it encodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc
+
+from ..decoding.posterior import posterior_decode
+from ..lattice.windows import Segment
+from ..pipeline.component import FlatNER
+from ..pipeline.teaching import check_labels
+from ..types import CharSpan
+
+
+class PipelineTeacher:
+    """A trained pipeline's `flat_ner` (any architecture, with or without a
+    transformer) as a teacher.
+
+    The teacher reads each segment in its own doc, made from the student's doc
+    text and run through the teacher's components before `flat_ner` (a
+    transformer, say), so it sees the same characters and context as the student.
+
+    nlp (Language): The teacher pipeline.
+    name (str): Its `flat_ner` component.
+    temperature (float): Divides the teacher CRF's potentials.
+    """
+
+    def __init__(self, nlp: Language, name: str = "flat_ner", temperature: float = 1.0) -> None:
+        component = nlp.get_pipe(name)
+        if not isinstance(component, FlatNER):
+            raise ValueError(f"'{name}' in the teacher pipeline is a {type(component).__name__}, not flat_ner")
+        self.nlp = nlp
+        self.component = component
+        self.temperature = temperature
+        self.labels: Tuple[str, ...] = component.labels
+        self._upstream = nlp.pipe_names[: nlp.pipe_names.index(name)]
+
+    @classmethod
+    def from_disk(cls, path: Union[str, Path], name: str = "flat_ner", temperature: float = 1.0) -> PipelineTeacher:
+        """Load a saved or packaged pipeline (a path or an installed package's name)."""
+        return cls(spacy.load(path), name, temperature)
+
+    @property
+    def reads_whole_docs(self) -> bool:
+        """Whether a segment's marginals depend on its doc beyond its own text (a transformer reads it)."""
+        return bool(self._upstream)
+
+    def targets(self, segments: Sequence[Segment]) -> List[numpy.ndarray]:
+        """RETURNS: Per segment, (length, n_tags) tag marginals under the teacher's boundary rules."""
+        component = self.component
+        if not any(len(s) for s in segments):
+            return [numpy.zeros((0, len(component.tag_set)), dtype="float32") for _ in segments]
+        texts: Dict[int, str] = {}
+        for segment in segments:
+            texts.setdefault(id(segment.doc), segment.doc.text)
+        with self.nlp.select_pipes(enable=self._upstream):
+            docs = dict(zip(texts, self.nlp.pipe(texts.values())))
+        own = [Segment(docs[id(s.doc)], s.start, s.end, s.text) for s in segments]
+        scores = component.model.predict(own)
+        rules = component.boundary_rules
+        forbidden = None
+        if rules is not None:
+            forbidden = rules.forbidden((s.text for s in own), component.tag_set, scores.shape[1])
+        return component.tagger.marginals(scores, [len(s) for s in own], forbidden, self.temperature)
+
+
+class EnsembleTeacher:
+    """Several teachers with the same labels: each character's tag marginals are
+    the mean of the members' (a mixture of their distributions).
+
+    members (Sequence): Teachers (`PipelineTeacher`, or anything with `labels`
+        and `targets`).
+    """
+
+    def __init__(self, members: Sequence[PipelineTeacher]) -> None:
+        if not members:
+            raise ValueError("an ensemble needs at least one member")
+        self.members = list(members)
+        self.labels = members[0].labels
+        for k, member in enumerate(members[1:], start=2):
+            check_labels(self.labels, member.labels, f"ensemble member {k}")
+
+    @property
+    def reads_whole_docs(self) -> bool:
+        return any(member.reads_whole_docs for member in self.members)
+
+    def targets(self, segments: Sequence[Segment]) -> List[numpy.ndarray]:
+        """RETURNS: Per segment, the mean of the members' marginals."""
+        per_member = [member.targets(segments) for member in self.members]
+        return [numpy.mean(rows, axis=0).astype("float32") for rows in zip(*per_member)]
+
+
+class CachedTargets:
+    """A teacher's targets computed once per segment and kept (in memory) for
+    every later epoch: the teacher runs once over the training data, not once
+    an epoch.
+
+    teacher: A `PipelineTeacher` or `EnsembleTeacher`.
+    """
+
+    def __init__(self, teacher: Union[PipelineTeacher, EnsembleTeacher]) -> None:
+        self.teacher = teacher
+        self.labels = teacher.labels
+        self._cache: Dict[Tuple[str, int, str], numpy.ndarray] = {}
+        self.computed = 0
+        self.reused = 0
+
+    def targets(self, segments: Sequence[Segment]) -> List[numpy.ndarray]:
+        """RETURNS: Per segment, the teacher's marginals, computed only for segments not seen before."""
+        keys = [self._key(s) for s in segments]
+        missing: Dict[Tuple[str, int, str], int] = {}
+        for k, key in enumerate(keys):
+            if key not in self._cache:
+                missing.setdefault(key, k)
+        if missing:
+            for key, rows in zip(missing, self.teacher.targets([segments[k] for k in missing.values()])):
+                # float16 halves the memory of a large corpus; marginals need no more precision.
+                self._cache[key] = rows.astype("float16")
+        self.computed += len(missing)
+        self.reused += len(segments) - len(missing)
+        return [self._cache[key].astype("float32") for key in keys]
+
+    def _key(self, segment: Segment) -> Tuple[str, int, str]:
+        # A teacher that reads the whole doc sees context beyond the segment's text.
+        context = segment.doc.text if self.teacher.reads_whole_docs else ""
+        return segment.text, segment.start if context else 0, context
+
+
+def ensemble_entities(
+    teacher: Union[PipelineTeacher, EnsembleTeacher], student: FlatNER, docs: Sequence[Doc]
+) -> List[List[CharSpan]]:
+    """The entities a teacher predicts for `docs` by posterior decoding: the best
+    valid path under the student's BILUO transitions and boundary rules, scored
+    by the teacher's mean marginals (an ensemble has no CRF of its own).
+
+    student (FlatNER): Gives the windows, the tag set and the boundary rules.
+    RETURNS (List[List[CharSpan]]): Each doc's entities, doc offsets.
+    """
+    segmenter = student.segmenter
+    segments, plans = segmenter.segments(list(docs))
+    marginals = teacher.targets(segments)
+    rules = student.boundary_rules
+    width = max([len(s) for s in segments] + [1])
+    forbidden: Optional[numpy.ndarray] = None
+    if rules is not None:
+        forbidden = rules.forbidden((s.text for s in segments), student.tag_set, width)
+    spans = []
+    for k, rows in enumerate(marginals):
+        ids = posterior_decode(rows, student.tag_set, None if forbidden is None else forbidden[k])
+        spans.append(student.tag_set.decode(ids))
+    return segmenter.merge(plans, spans)

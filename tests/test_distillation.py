@@ -1,0 +1,149 @@
+"""Teachers, ensembles, the target cache, posterior decoding and a tiny teacher -> student round trip."""
+
+import itertools
+
+import numpy
+import pytest
+import spacy
+from spacy.training import Example
+from spacy.util import fix_random_seed
+
+from spacy_flat.decoding.posterior import posterior_decode
+from spacy_flat.decoding.tags import TagSet
+from spacy_flat.distillation.teachers import CachedTargets, EnsembleTeacher, PipelineTeacher, ensemble_entities
+from spacy_flat.pipeline.teaching import SILVER, Teaching
+
+from .conftest import build_family, build_small, small_config, small_lexicon, tiny_examples
+
+
+@pytest.fixture(scope="module")
+def teachers():
+    return build_small(steps=60, seed=0), build_family("tener", steps=60, seed=1)
+
+
+def entities(doc):
+    return {(e.start_char, e.end_char, e.label_) for e in doc.ents}
+
+
+def segments_of(nlp, texts):
+    ner = nlp.get_pipe("flat_ner")
+    segments, _ = ner.segmenter.segments([nlp.make_doc(t) for t in texts])
+    return segments
+
+
+def test_teacher_marginals_are_distributions_and_match_decoding(teachers):
+    flat, _ = teachers
+    texts = [eg.reference.text for eg in tiny_examples(flat)]
+    rows = PipelineTeacher(flat).targets(segments_of(flat, texts))
+    assert [len(r) for r in rows] == [len(t) for t in texts]
+    for row in rows:
+        assert numpy.allclose(row.sum(1), 1.0, atol=1e-5)
+    # The per-character most probable tags agree with Viterbi on a confident model for most characters.
+    ner = flat.get_pipe("flat_ner")
+    docs = [flat(t) for t in texts]
+    predicted = {(d.text, e.start_char, e.end_char, e.label_) for d in docs for e in d.ents}
+    decoded = ensemble_entities(PipelineTeacher(flat), ner, [flat.make_doc(t) for t in texts])
+    from_marginals = {(t, s, e, lab) for t, spans in zip(texts, decoded) for s, e, lab in spans}
+    assert predicted and len(predicted & from_marginals) >= 0.8 * len(predicted)
+
+
+def test_ensemble_marginals_are_the_mean_of_the_members(teachers):
+    flat, tener = teachers
+    texts = ["北京大学的张三在上海工作。", "李四去了南京。"]
+    segments = segments_of(flat, texts)
+    members = [PipelineTeacher(flat), PipelineTeacher(tener)]
+    ensemble = EnsembleTeacher(members).targets(segments)
+    for k, row in enumerate(ensemble):
+        want = (members[0].targets(segments)[k] + members[1].targets(segments)[k]) / 2
+        assert numpy.allclose(row, want, atol=1e-6)
+        assert numpy.allclose(row.sum(1), 1.0, atol=1e-5)
+
+
+def test_teachers_with_other_labels_are_refused(teachers):
+    flat, _ = teachers
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=small_config())
+    examples = tiny_examples(nlp)[:2]
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), labels=["PER"])
+    with pytest.raises(ValueError, match="same labels"):
+        EnsembleTeacher([PipelineTeacher(flat), PipelineTeacher(nlp)])
+
+
+def test_cache_computes_each_segment_once(teachers):
+    flat, _ = teachers
+    cache = CachedTargets(PipelineTeacher(flat))
+    segments = segments_of(flat, ["北京大学的张三在上海工作。", "李四去了南京。", "北京大学的张三在上海工作。"])
+    first = cache.targets(segments)
+    again = cache.targets(segments[:2])
+    assert cache.computed == 2 and cache.reused == 3
+    assert numpy.allclose(first[0], first[2]) and numpy.allclose(again[1], first[1], atol=1e-3)
+
+
+def test_posterior_decode_is_the_best_valid_path():
+    tags = TagSet(["LOC"])
+    allowed = set(tags.allowed_transitions())
+    rng = numpy.random.default_rng(0)
+    for _ in range(20):
+        marginals = rng.dirichlet(numpy.ones(len(tags)), size=4)
+        forbidden = rng.random((4, len(tags))) < 0.2
+        forbidden[:, 0] = False
+        best, best_path = -numpy.inf, None
+        for path in itertools.product(range(len(tags)), repeat=4):
+            valid = path[0] in tags.allowed_starts() and path[-1] in tags.allowed_ends()
+            valid = valid and all((a, b) in allowed for a, b in zip(path, path[1:]))
+            valid = valid and not any(forbidden[t, y] for t, y in enumerate(path))
+            score = sum(numpy.log(marginals[t, y]) for t, y in enumerate(path))
+            if valid and score > best:
+                best, best_path = score, list(path)
+        assert posterior_decode(marginals, tags, forbidden) == best_path
+
+
+def test_student_learns_from_the_teacher_alone_on_silver_docs(teachers):
+    flat, _ = teachers
+    fix_random_seed(3)
+    nlp = spacy.blank("zh")
+    student = nlp.add_pipe("flat_ner", config=small_config())
+    gold = tiny_examples(nlp)
+    student.initialize(lambda: gold, nlp=nlp, lexicon=small_lexicon())
+    cache = CachedTargets(PipelineTeacher(flat))
+    student.teaching = Teaching(cache, weight=0.5)
+    # Silver docs: the gold texts without their entities, marked as raw text.
+    silver = []
+    for eg in gold:
+        doc = nlp.make_doc(eg.reference.text)
+        doc.user_data[SILVER] = True
+        silver.append(Example(nlp.make_doc(doc.text), doc))
+    teacher_docs = [flat(eg.reference.text) for eg in gold]
+    optimizer = nlp.create_optimizer()
+    losses = []
+    for _ in range(80):
+        losses.append(nlp.update(silver, sgd=optimizer)["flat_ner"])
+    assert losses[-1] < losses[0] / 2
+    # The cache ran the teacher once per text.
+    assert cache.computed == len(silver) and cache.reused == 79 * len(silver)
+    student.teaching = None
+    agree = sum(
+        {(e.start_char, e.end_char, e.label_) for e in nlp(d.text).ents}
+        == {(e.start_char, e.end_char, e.label_) for e in d.ents}
+        for d in teacher_docs
+    )
+    assert agree >= 0.7 * len(teacher_docs)
+
+
+def test_soft_weight_zero_is_plain_gold_training(teachers):
+    flat, _ = teachers
+
+    def run(teaching):
+        fix_random_seed(5)
+        nlp = spacy.blank("zh")
+        ner = nlp.add_pipe("flat_ner", config=small_config())
+        examples = tiny_examples(nlp)
+        ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+        ner.teaching = teaching
+        optimizer = nlp.create_optimizer()
+        return [nlp.update(examples, sgd=optimizer)["flat_ner"] for _ in range(3)]
+
+    plain = run(None)
+    with_teacher = run(Teaching(PipelineTeacher(flat), weight=0.0))
+    assert with_teacher == pytest.approx(plain, rel=1e-6)
+    assert run(Teaching(PipelineTeacher(flat), weight=0.5)) != pytest.approx(plain, rel=1e-3)
