@@ -43,7 +43,8 @@ def test_teacher_marginals_are_distributions_and_match_decoding(teachers):
     docs = [flat(t) for t in texts]
     predicted = {(d.text, e.start_char, e.end_char, e.label_) for d in docs for e in d.ents}
     decoded = ensemble_entities(PipelineTeacher(flat), ner, [flat.make_doc(t) for t in texts])
-    from_marginals = {(t, s, e, lab) for t, spans in zip(texts, decoded) for s, e, lab in spans}
+    from_marginals = {(t, s, e, lab) for t, spans in zip(texts, decoded) for s, e, lab, _ in spans}
+    assert all(0.0 < p <= 1.0 for spans in decoded for *_, p in spans)
     assert predicted and len(predicted & from_marginals) >= 0.8 * len(predicted)
 
 
@@ -147,3 +148,41 @@ def test_soft_weight_zero_is_plain_gold_training(teachers):
     with_teacher = run(Teaching(PipelineTeacher(flat), weight=0.0))
     assert with_teacher == pytest.approx(plain, rel=1e-6)
     assert run(Teaching(PipelineTeacher(flat), weight=0.5)) != pytest.approx(plain, rel=1e-3)
+
+
+def test_silver_command_keeps_sure_sentences_never_a_held_back_one(teachers, tmp_path):
+    import json
+
+    from spacy.tokens import DocBin
+
+    from spacy_flat.cli.main import main
+    from spacy_flat.pipeline.teaching import is_silver
+
+    flat, _ = teachers
+    flat.to_disk(tmp_path / "teacher")
+    held = "张三在上海工作。"
+    dev = DocBin(docs=[flat.make_doc(held)])
+    dev.to_disk(tmp_path / "dev.spacy")
+    lines = [
+        {"text": "北京大学的李四去了南京。张三在上海工作。"},
+        {"text": "北京大学的李四去了南京。"},  # a duplicate sentence
+        {"content": "no text field here"},
+        {"text": "今天天气很好，我们去公园散步。太短。"},
+    ]
+    raw = tmp_path / "raw.jsonl"
+    raw.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in lines) + "\n{broken\n", encoding="utf8")
+    out = tmp_path / "silver.spacy"
+    args = ["silver", str(tmp_path / "teacher"), "--input", str(raw), "--output", str(out)]
+    args += ["--held-back", str(tmp_path / "dev.spacy"), "--min-probability", "0.0", "--empty-share", "1.0"]
+    assert main([*args, "--no-progress"]) == 0
+    docs = list(DocBin().from_disk(out).get_docs(flat.vocab))
+    report = json.loads(out.with_suffix(".json").read_text(encoding="utf8"))
+    texts = [d.text for d in docs]
+    assert held not in texts and len(texts) == len(set(texts)) == report["kept"] == 2
+    assert all(is_silver(d) for d in docs)
+    assert report["dropped"]["held back (in a dev or test set)"] == 1 and report["dropped"]["duplicate"] == 1
+    assert sum(report["skipped_records"].values()) == 2  # the record without text and the broken line
+    assert report["sentences"] == report["kept"] + sum(report["dropped"].values())
+    # Sure only: a threshold above every entity's confidence keeps only sentences without entities.
+    assert main([*args[:-4], "--min-probability", "1.01", "--empty-share", "1.0", "--no-progress"]) == 0
+    assert all(not d.ents for d in DocBin().from_disk(out).get_docs(flat.vocab))

@@ -1,5 +1,5 @@
 """Command line: `python -m spacy_flat convert | evaluate | calibrate | annotate | schedule | verify-assets |
-pretrain-vectors`."""
+pretrain-vectors | silver`."""
 
 import argparse
 import sys
@@ -8,6 +8,7 @@ from typing import List, Optional, Union
 
 from ..errors import FlatError
 from .convert import SCHEMES, convert, parse_renames
+from .distill import add_commands as add_distillation_commands
 from .project_assets import verify_assets
 
 
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument("--epochs", type=int, default=5)
     pretrain.add_argument("--workers", type=int, default=2)
     pretrain.add_argument("--no-progress", action="store_true")
+    add_distillation_commands(commands)
     return parser
 
 
@@ -218,7 +220,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     """
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "convert":
+        if getattr(args, "run", None) is not None:
+            args.run(args)
+        elif args.command == "convert":
             convert(
                 args.input,
                 args.output,

@@ -15,7 +15,7 @@ from ..decoding.posterior import posterior_decode
 from ..lattice.windows import Segment
 from ..pipeline.component import FlatNER
 from ..pipeline.teaching import check_labels
-from ..types import CharSpan
+from ..types import ScoredSpan
 
 
 class PipelineTeacher:
@@ -133,25 +133,29 @@ class CachedTargets:
 
 
 def ensemble_entities(
-    teacher: Union[PipelineTeacher, EnsembleTeacher], student: FlatNER, docs: Sequence[Doc]
-) -> List[List[CharSpan]]:
+    teacher: Union[PipelineTeacher, EnsembleTeacher], reference: FlatNER, docs: Sequence[Doc]
+) -> List[List[ScoredSpan]]:
     """The entities a teacher predicts for `docs` by posterior decoding: the best
-    valid path under the student's BILUO transitions and boundary rules, scored
-    by the teacher's mean marginals (an ensemble has no CRF of its own).
+    valid path under the BILUO transitions and boundary rules, scored by the
+    teacher's (mean) marginals, since an ensemble has no CRF of its own.
 
-    student (FlatNER): Gives the windows, the tag set and the boundary rules.
-    RETURNS (List[List[CharSpan]]): Each doc's entities, doc offsets.
+    Each entity's confidence is the least marginal of its tags over its
+    characters: it is at least that sure of every character of the entity.
+
+    reference (FlatNER): A component with the teacher's labels (a member, or the
+        student), whose windows, tag set and boundary rules are used.
+    RETURNS (List[List[ScoredSpan]]): Each doc's entities with their confidence, doc offsets.
     """
-    segmenter = student.segmenter
+    segmenter, tag_set, rules = reference.segmenter, reference.tag_set, reference.boundary_rules
     segments, plans = segmenter.segments(list(docs))
     marginals = teacher.targets(segments)
-    rules = student.boundary_rules
     width = max([len(s) for s in segments] + [1])
     forbidden: Optional[numpy.ndarray] = None
     if rules is not None:
-        forbidden = rules.forbidden((s.text for s in segments), student.tag_set, width)
-    spans = []
+        forbidden = rules.forbidden((s.text for s in segments), tag_set, width)
+    spans: List[List[ScoredSpan]] = []
     for k, rows in enumerate(marginals):
-        ids = posterior_decode(rows, student.tag_set, None if forbidden is None else forbidden[k])
-        spans.append(student.tag_set.decode(ids))
+        ids = posterior_decode(rows, tag_set, None if forbidden is None else forbidden[k])
+        sure = rows[numpy.arange(len(ids)), ids] if ids else rows[:0, 0]
+        spans.append([(s, e, label, float(sure[s:e].min())) for s, e, label in tag_set.decode(ids)])
     return segmenter.merge(plans, spans)
