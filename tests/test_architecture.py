@@ -8,7 +8,17 @@ import pytest
 
 PACKAGE = Path(__file__).parent.parent / "spacy_flat"
 
-TORCH_SIDE = {"encoder", "flat_layer", "tener", "dcsan", "embeddings", "position", "position_scores", "crf"}
+TORCH_SIDE = {
+    "encoder",
+    "flat_layer",
+    "tener",
+    "dcsan",
+    "lattice_lstm",
+    "embeddings",
+    "position",
+    "position_scores",
+    "crf",
+}
 DATA_SIDE = {
     "boundaries",
     "lexicon",
