@@ -43,16 +43,21 @@ WORD_TERMS = 3
 
 @dataclass
 class WordSlots:
-    """The words that end at each step, per direction and row, padded.
+    """The words that end at each step, per direction and row, padded; built
+    once per batch so that a step only slices them.
 
     word (steps, D, B, K): the word's index among the words given.
-    offset (steps, D, B, K): characters from the word's first to its last; 0 in padding.
+    back (steps, D, B, K): steps back to the word's first character, less one; 0 in padding.
+    penalty (steps, D, B, 1 + K, 1): 0 for the character's own gate and its words, -inf for padding.
+    merging (steps, D, B, 1) bool: rows where a word ends (eq. 15 there, the plain cell elsewhere).
     widths (List[int]): per step, the slots in use (K_j), 0 where no word ends.
-    reach (List[int]): per step, the largest offset (how far back states are read).
+    reach (List[int]): per step, the most steps back a word's first character lies.
     """
 
     word: torch.Tensor
-    offset: torch.Tensor
+    back: torch.Tensor
+    penalty: torch.Tensor
+    merging: torch.Tensor
     widths: List[int]
     reach: List[int]
 
@@ -120,13 +125,13 @@ class LatticeLstm(nn.Module):
         x = x.permute(1, 2, 0, 3).contiguous()  # C D B 5H: step j reads x[j]
         # D N_w 3H, so a step gathers its words' terms along dim 1.
         w = words.view(-1, dirs, WORD_TERMS * hidden).transpose(0, 1)
-        slots = word_slots(word_rows, word_heads, word_tails, lengths, steps, batch, dirs)
+        slots = word_slots(word_rows, word_heads, word_tails, lengths, steps, batch, dirs, x.dtype)
         h = c = x.new_zeros(dirs, batch, hidden)
         hs: List[torch.Tensor] = []
         cs: List[torch.Tensor] = []
         for j in range(steps):
             terms = x[j]
-            gates = terms[..., : 4 * hidden] + torch.bmm(h, self.char_hidden)
+            gates = torch.baddbmm(terms[..., : 4 * hidden], h, self.char_hidden)
             i, o, f = torch.sigmoid(gates[..., : 3 * hidden]).chunk(3, dim=-1)
             candidate = torch.tanh(gates[..., 3 * hidden :])
             c = f * c + i * candidate
@@ -157,26 +162,23 @@ class LatticeLstm(nn.Module):
     ) -> torch.Tensor:
         """c^c_j where words end (eq. 13-16), `plain` (the LSTM cell) in the rows where none does."""
         dirs, batch, hidden = i.shape
-        offset = slots.offset[j, :, :, :width]  # D B K
-        ends = offset > 0
-        # The states of each word's first character, read back `offset` steps.
-        back = (offset - 1).clamp_min(0)[..., None].expand(-1, -1, -1, hidden)
+        # The states of each word's first character, some steps back.
+        back = slots.back[j, :, :, :width, None].expand(-1, -1, -1, hidden)  # D B K H
         reach = range(j - 1, j - 1 - slots.reach[j], -1)
         h_b = torch.stack([hs[t] for t in reach], dim=2).gather(2, back)  # D B K H
         c_b = torch.stack([cs[t] for t in reach], dim=2).gather(2, back)
         index = slots.word[j, :, :, :width].reshape(dirs, -1, 1).expand(-1, -1, words.shape[-1])
-        gates = words.gather(1, index) + torch.bmm(h_b.reshape(dirs, -1, hidden), self.word_hidden)
+        gates = torch.baddbmm(words.gather(1, index), h_b.reshape(dirs, -1, hidden), self.word_hidden)
         gates = gates.view(dirs, batch, width, WORD_TERMS * hidden)
         word_i, word_f = torch.sigmoid(gates[..., : 2 * hidden]).chunk(2, dim=-1)
         cells = word_f * c_b + word_i * torch.tanh(gates[..., 2 * hidden :])  # c^w_bj, eq. 13
         gate = torch.bmm(cells.reshape(dirs, -1, hidden), self.word_gate).view(dirs, batch, width, hidden)
         gate = torch.sigmoid(gate + terms[:, :, None, 4 * hidden :])  # i^c_bj, eq. 14
         # eq. 16: exp(i) normalized over the character's gate and its words' (padding left out).
-        scores = torch.cat([i[:, :, None], gate], dim=2)
-        keep = torch.cat([ends.new_ones(dirs, batch, 1), ends], dim=2)
-        alpha = torch.softmax(scores.masked_fill(~keep[..., None], float("-inf")), dim=2)
+        scores = torch.cat([i[:, :, None], gate], dim=2) + slots.penalty[j, :, :, : 1 + width]
+        alpha = torch.softmax(scores, dim=2)
         merged = alpha[:, :, 0] * candidate + (alpha[:, :, 1:] * cells).sum(2)  # eq. 15
-        return torch.where(ends.any(2)[..., None], merged, plain)
+        return torch.where(slots.merging[j], merged, plain)
 
 
 def _flip_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
@@ -194,6 +196,7 @@ def word_slots(
     steps: int,
     batch: int,
     directions: int,
+    dtype: torch.dtype,
 ) -> WordSlots:
     """Lay the words out by the step at which each direction merges them: the
     last character left to right, the first one right to left (the rows read
@@ -223,4 +226,10 @@ def word_slots(
     at = end[order]
     widths = torch.zeros(steps, dtype=torch.long, device=device).scatter_reduce(0, at, rank + 1, "amax")
     reach = torch.zeros(steps, dtype=torch.long, device=device).scatter_reduce(0, at, offset[where], "amax")
-    return WordSlots(word.view(shape), offset.view(shape), widths.tolist(), reach.tolist())
+    offset = offset.view(shape)
+    ends = offset > 0
+    keep = torch.cat([ends.new_ones(*shape[:3], 1), ends], dim=3)
+    penalty = torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, float("-inf"))
+    back = (offset - 1).clamp_min(0)
+    merging = ends.any(3, keepdim=True)
+    return WordSlots(word.view(shape), back, penalty[..., None], merging, widths.tolist(), reach.tolist())
