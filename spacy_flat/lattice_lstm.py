@@ -205,11 +205,10 @@ def word_slots(
     RETURNS (WordSlots): The words ending at each step, padded to the most in one row.
     """
     device = rows.device
-    keep = tails > heads
-    ids = torch.arange(rows.shape[0], device=device)[keep]
-    rows, heads, tails = rows[keep], heads[keep], tails[keep]
-    ends = [tails, lengths[rows] - 1 - heads][:directions]
-    end = torch.cat(ends)
+    longer = tails > heads
+    ids = torch.arange(rows.shape[0], device=device)[longer]
+    rows, heads, tails = rows[longer], heads[longer], tails[longer]
+    end = torch.cat([tails, lengths[rows] - 1 - heads][:directions])
     direction = torch.arange(directions, device=device).repeat_interleave(ids.shape[0])
     row = rows.repeat(directions)
     key = (end * directions + direction) * batch + row
@@ -226,10 +225,9 @@ def word_slots(
     at = end[order]
     widths = torch.zeros(steps, dtype=torch.long, device=device).scatter_reduce(0, at, rank + 1, "amax")
     reach = torch.zeros(steps, dtype=torch.long, device=device).scatter_reduce(0, at, offset[where], "amax")
-    offset = offset.view(shape)
-    ends = offset > 0
+    ends = offset.view(shape) > 0
     keep = torch.cat([ends.new_ones(*shape[:3], 1), ends], dim=3)
     penalty = torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, float("-inf"))
-    back = (offset - 1).clamp_min(0)
+    back = (offset.view(shape) - 1).clamp_min(0)
     merging = ends.any(3, keepdim=True)
     return WordSlots(word.view(shape), back, penalty[..., None], merging, widths.tolist(), reach.tolist())
