@@ -17,7 +17,7 @@ from spacy_flat.lattice_lstm import LatticeLstm
 from spacy_flat.lexicon import Lexicon
 from spacy_flat.settings import FlatSettings
 
-from .conftest import SMALL_WORDS, build_family, scores_of
+from .conftest import FAMILY, SMALL_WORDS, build_family, scores_of, small_lexicon, tiny_examples
 
 H = 3  # hidden size of one direction
 # (length, words as (first, last) characters): nested words, several words ending at
@@ -239,3 +239,18 @@ def test_the_builder_takes_the_papers_sizes_and_no_attention_settings():
     nlp = spacy.blank("zh")
     nlp.add_pipe("flat_ner", config={"model": {"@architectures": "spacy-flat.LatticeLstmTagger.v1", "width": 60}})
     assert nlp.config["components"]["flat_ner"]["model"]["word_width"] == 50
+
+
+def test_bigrams_reach_the_lstm_through_the_character_terms():
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    model = {**FAMILY["lattice_lstm"], "bigram_width": 8, "bigram_rows": 100}
+    ner = nlp.add_pipe("flat_ner", config={"model": model})
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    module = ner.tagger.module
+    assert module.char_proj.in_features == module.char_width + 8
+    assert module.char_proj.out_features == module.lattice.char_terms
+    optimizer = nlp.create_optimizer()
+    losses = [nlp.update(examples, sgd=optimizer, losses={})["flat_ner"] for _ in range(5)]
+    assert losses[-1] < losses[0] and module.bigram_embed.table.weight.grad is not None
