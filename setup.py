@@ -56,6 +56,7 @@ setup(
             "spacy-flat.DcsanTransformerTagger.v1 = spacy_flat.pipeline.architectures:build_dcsan_transformer_tagger",
             "spacy-flat.TenerTagger.v1 = spacy_flat.pipeline.architectures:build_tener_tagger",
             "spacy-flat.DcsanTagger.v1 = spacy_flat.pipeline.architectures:build_dcsan_tagger",
+            "spacy-flat.LatticeLstmTagger.v1 = spacy_flat.pipeline.architectures:build_lattice_lstm_tagger",
         ],
         "spacy_misc": [
             "spacy-flat.jieba_lexicon.v1 = spacy_flat.lattice.loaders:create_jieba_lexicon",

@@ -1,4 +1,4 @@
-"""FLAT, TENER and DC-SAN side by side on cost (issue 23): inference characters per
+"""FLAT, TENER, DC-SAN and the Lattice LSTM side by side on cost: inference characters per
 second one doc at a time and under nlp.pipe, training seconds per epoch, and the
 peak memory of a training step on ten 300-character texts, each architecture
 built from its config under configs/ and spaCy's own `ner` beside them.
@@ -10,6 +10,7 @@ machine, one thread and two:
     OMP_NUM_THREADS=1 python benchmarks/family.py --docs 400 --repeats 3
     python benchmarks/family.py --parts memory
     python benchmarks/family.py --gpu-id 0 --datasets resume   # on a GPU: memory is CUDA memory
+    OMP_NUM_THREADS=1 python benchmarks/family.py --architectures FLAT "Lattice LSTM" --datasets resume
 
 On a GPU every pipeline runs there (spacy.require_gpu) and cupy allocates through
 PyTorch, so a training step's peak memory is torch.cuda.max_memory_allocated for
@@ -41,7 +42,12 @@ from common import (
 )
 from speed import TRAIN_SENTENCES, inference, spacy_ner, spread, training_speed
 
-ARCHITECTURES = {"FLAT": "{}.cfg", "TENER": "{}_tener.cfg", "DC-SAN": "{}_dcsan.cfg"}
+ARCHITECTURES = {
+    "FLAT": "{}.cfg",
+    "TENER": "{}_tener.cfg",
+    "DC-SAN": "{}_dcsan.cfg",
+    "Lattice LSTM": "{}_lattice_lstm.cfg",
+}
 
 
 def from_config(name: str, dataset: str) -> Language:
@@ -106,7 +112,9 @@ def main() -> None:
     parser.add_argument("--allow-busy", action="store_true")
     parser.add_argument("--gpu-id", type=int, default=-1, help="run every pipeline on this GPU")
     parser.add_argument("--datasets", nargs="+", choices=("resume", "msra"), default=["resume", "msra"])
+    parser.add_argument("--architectures", nargs="+", choices=list(ARCHITECTURES), default=list(ARCHITECTURES))
     args = parser.parse_args()
+    chosen = {arch: cfg for arch, cfg in ARCHITECTURES.items() if arch in args.architectures}
     require_quiet(args.allow_busy)
     where = "CPU"
     if args.gpu_id >= 0:
@@ -115,7 +123,7 @@ def main() -> None:
     print(f"Machine: {machine()}; {where}; {torch.get_num_threads()} torch thread(s); before: {load_average()}\n")
     if "inference" in args.parts:
         pipelines: Dict[str, Language] = {
-            arch: from_config(cfg.format("resume"), "resume") for arch, cfg in ARCHITECTURES.items()
+            arch: from_config(cfg.format("resume"), "resume") for arch, cfg in chosen.items()
         }
         pipelines["spaCy ner"] = spacy_ner("resume")
         size = args.batch_size
@@ -132,14 +140,14 @@ def main() -> None:
         print(f"\n| training, {args.batches} batches of 10 | pipeline | sentences/s | s/epoch |")
         print("|---|---|---|---|")
         for dataset in args.datasets:
-            for arch, cfg in [*ARCHITECTURES.items(), ("spaCy ner", "")]:
+            for arch, cfg in [*chosen.items(), ("spaCy ner", "")]:
                 nlp = spacy_ner(dataset) if arch == "spaCy ner" else from_config(cfg.format(dataset), dataset)
                 rate = training_speed(nlp, dataset, args.batches)
                 print(f"| {dataset} | {arch} | {rate:.1f} | {TRAIN_SENTENCES[dataset] / rate:.0f} |")
     if "memory" in args.parts:
         print("\n| pipeline | peak memory of a training step, 10 x 300 characters |")
         print("|---|---|")
-        for arch, cfg in [*ARCHITECTURES.items(), ("spaCy ner", "spaCy ner")]:
+        for arch, cfg in [*chosen.items(), ("spaCy ner", "spaCy ner")]:
             name = cfg if arch == "spaCy ner" else cfg.format("resume")
             print(f"| {arch} | {step_memory(name, args.gpu_id):.0f} MB |")
     print(f"\nAfter: {load_average()}")

@@ -14,14 +14,15 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Sequence, TypeVar, cast
 
-ENCODERS = ("flat", "tener", "dcsan")
+ENCODERS = ("flat", "tener", "dcsan", "lattice_lstm")
 
 
 @dataclass(frozen=True)
 class FlatSettings:
     """Settings of a FLAT model (the paper's Table 5 sizes by default).
 
-    width (int): d_model (160).
+    width (int): d_model (160); for the Lattice LSTM, its hidden size, both
+        directions together (Zhang & Yang's 200: 100 each way).
     n_heads (int): Attention heads (8).
     ffn_width (int): Feed-forward size (480).
     n_layers (int): FLAT layers (1).
@@ -46,7 +47,8 @@ class FlatSettings:
         the optimizer's (FLAT+BERT trains FLAT faster than the transformer).
     encoder (str): "flat" (the lattice of characters and words), "tener"
         (characters only, TENER's layers) or "dcsan" (characters attended by their
-        word sets, then TENER's layers); set by the registered builder.
+        word sets, then TENER's layers) or "lattice_lstm" (Zhang & Yang's lattice
+        LSTM over characters and the words ending at each); set by the registered builder.
     """
 
     width: int = 160
@@ -77,7 +79,11 @@ class FlatSettings:
     def __post_init__(self) -> None:
         if self.encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {self.encoder!r}")
-        if self.width % self.n_heads:
+        if self.encoder == "lattice_lstm":
+            # No attention heads: the width is split between the two directions.
+            if self.width % 2:
+                raise ValueError(f"the Lattice LSTM's width {self.width} is not even (two directions)")
+        elif self.width % self.n_heads:
             raise ValueError(f"width {self.width} is not divisible by {self.n_heads} heads")
         if (self.grad_scaler_config or {}).get("enabled"):
             # The CRF's gradients are computed outside the shim's scaled backward, and a
@@ -91,6 +97,8 @@ TRANSFORMER_ONLY = ("use_char_embeddings", "learn_rate_scale", "encoder")
 # of the lattice words, which TENER (characters only) does not have either.
 FLAT_ONLY = ("mask_self_matched", "max_distance", "head_only")
 LATTICE_ONLY = ("word_width", "word_rows", "max_words", *FLAT_ONLY)
+# Settings of the attention layers, which the Lattice LSTM does not have.
+ATTENTION_ONLY = ("n_heads", "ffn_width", "n_layers", "dropout", "attention_dropout", "scaled", *FLAT_ONLY)
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -101,6 +101,14 @@ FAMILY = {
     "flat": small_config()["model"],
     "tener": {"@architectures": "spacy-flat.TenerTagger.v1", **SMALL_SIZES},
     "dcsan": {"@architectures": "spacy-flat.DcsanTagger.v1", **SMALL_SIZES, "word_width": 16, "word_rows": 500},
+    "lattice_lstm": {
+        "@architectures": "spacy-flat.LatticeLstmTagger.v1",
+        "width": 32,
+        "word_width": 16,
+        "word_rows": 500,
+        "embed_dropout": 0.0,
+        "output_dropout": 0.0,
+    },
 }
 
 

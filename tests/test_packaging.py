@@ -3,12 +3,16 @@ fresh interpreter loads it by name (entry points, no `import spacy_flat`) and
 predicts what the pipeline predicted before it was packaged."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
 from spacy.language import Language
+
+import spacy_flat
 
 from .conftest import FAMILY, build_family
 
@@ -27,7 +31,8 @@ for name in json.loads(sys.argv[1]):
         scores = list(doc.spans["flat_ner"].attrs.get("scores", []))
         out[name].append([[e.start_char, e.end_char, e.label_, s] for e, s in zip(doc.ents, scores)])
 modules = sorted(m for m in sys.modules if m.startswith("spacy_flat"))
-print(json.dumps({"predictions": out, "modules": modules}))
+package = sys.modules["spacy_flat"].__file__
+print(json.dumps({"predictions": out, "modules": modules, "package": package}))
 """
 
 
@@ -66,13 +71,16 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Dict[str, Predic
     # Installed from each package's own setup.py, as its wheel would be (pip builds one).
     run(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), *directories)
     names = [f"zh_test_{architecture}" for architecture in FAMILY]
+    # The fresh interpreter imports the spacy_flat under test, also where an editable
+    # install points at another checkout of the project.
+    path = os.pathsep.join([str(site), str(Path(spacy_flat.__file__).parents[1])])
     result = run(
         sys.executable, "-c", LOAD_AND_PREDICT, json.dumps(names), json.dumps(TEXTS),
-        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp)}, cwd=tmp,
+        env={"PYTHONPATH": path, "PATH": "/usr/bin:/bin", "HOME": str(tmp)}, cwd=tmp,
     )  # fmt: skip
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     # spaCy found the component through the entry points: nothing imported spacy_flat by hand.
-    assert "spacy_flat.pipeline.factory" in loaded["modules"]
+    assert "spacy_flat.pipeline.factory" in loaded["modules"] and loaded["package"] == spacy_flat.__file__
     after = {architecture: loaded["predictions"][f"zh_test_{architecture}"] for architecture in FAMILY}
     return expected, after
 

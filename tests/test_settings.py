@@ -10,6 +10,7 @@ from spacy_flat.pipeline.architectures import (
     build_dcsan_tagger,
     build_flat_tagger,
     build_flat_transformer_tagger,
+    build_lattice_lstm_tagger,
     build_tener_tagger,
 )
 from spacy_flat.settings import FlatSettings, settings_signature
@@ -31,6 +32,10 @@ def test_builder_signatures_are_the_settings():
     assert tener["scaled"].default is False and plain["scaled"].default is True
     dcsan = inspect.signature(build_dcsan_tagger).parameters
     assert {"word_rows", "max_words"} <= set(dcsan) and not {"mask_self_matched", "encoder"} & set(dcsan)
+    lstm = inspect.signature(build_lattice_lstm_tagger).parameters
+    assert {"word_rows", "max_words", "bigram_rows"} <= set(lstm)
+    assert not {"n_heads", "ffn_width", "n_layers", "dropout", "scaled", "encoder"} & set(lstm)
+    assert (lstm["width"].default, lstm["word_width"].default, lstm["output_dropout"].default) == (200, 50, 0.5)
 
 
 def test_defaults_of_the_signature_apply_when_called_from_python():

@@ -45,6 +45,9 @@ SCHEDULED = {
     "resume_dcsan.cfg": ("resume/train.char.bmes", 0, 30),
     "weibo_dcsan.cfg": ("weibo/weiboNER_2nd_conll.train", 0, 30),
     "msra_dcsan.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
+    "resume_lattice_lstm.cfg": ("resume/train.char.bmes", 0, 30),
+    "weibo_lattice_lstm.cfg": ("weibo/weiboNER_2nd_conll.train", 0, 30),
+    "msra_lattice_lstm.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
 }
 
 

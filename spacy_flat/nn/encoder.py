@@ -1,5 +1,5 @@
 """The tagger as a plain PyTorch module (no spaCy, no thinc): embeddings, a stack of
-FLAT (or TENER) layers, emission scores and a CRF."""
+FLAT (or TENER) layers or a Lattice LSTM, emission scores and a CRF."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .crf import ConstrainedCRF
 from .dcsan import DcsanInput
 from .embeddings import HashEmbedding, TypeEmbedding
 from .flat_layer import FlatLayer
+from .lattice_lstm import LatticeLstm
 from .position import PositionFusion, RelativePositions, relative_positions
 from .tener import TenerLayer
 
@@ -49,14 +50,18 @@ class FlatTagger(nn.Module):
         self.type_embed: Optional[TypeEmbedding] = None
         # Stands in for bigrams a pretrained bigram table lacks; set by configure when there is a table.
         self.bigram_fallback: Optional[nn.Parameter] = None
+        # The Lattice LSTM: the projections give the input terms of its gates, for
+        # every character and word in one product outside its loop over characters.
+        self.lattice = LatticeLstm(s.width // 2) if s.encoder == "lattice_lstm" else None
+        char_out, word_out = (s.width, s.width) if self.lattice is None else self.lattice.terms
         # A transformer-only model learns its input width at `configure`.
-        self.char_proj = nn.Linear(max(1, self._char_input_width()), s.width)
-        self.word_proj = nn.Linear(s.word_width, s.width)
+        self.char_proj = nn.Linear(max(1, self._char_input_width()), char_out)
+        self.word_proj = nn.Linear(s.word_width, word_out)
         self.embed_dropout = nn.Dropout(s.embed_dropout)
         # TENER: characters only, its own relative positions, no lattice position term.
         # DC-SAN: characters attended by their soft-lexicon word sets, then TENER's layers.
         self.tener = s.encoder in ("tener", "dcsan")
-        self.position = None if self.tener else PositionFusion(s.width, head_only=s.head_only)
+        self.position = None if self.tener or self.lattice else PositionFusion(s.width, head_only=s.head_only)
         self.dcsan: Optional[DcsanInput] = None
         if s.encoder == "dcsan":
             self.dcsan = DcsanInput(s.word_width, s.width, s.n_heads, attention_dropout=s.attention_dropout)
@@ -70,7 +75,7 @@ class FlatTagger(nn.Module):
                 attention_dropout=s.attention_dropout,
                 scaled=s.scaled,
             )
-            for _ in range(s.n_layers)
+            for _ in range(0 if self.lattice else s.n_layers)
         )
         self.output_dropout = nn.Dropout(s.output_dropout)
         self.output = nn.Linear(s.width, 1)
@@ -109,7 +114,7 @@ class FlatTagger(nn.Module):
         if not self._char_input_width():
             raise ValueError("FLAT needs character embeddings, bigrams or transformer features")
         if self.char_proj.in_features != self._char_input_width():
-            self.char_proj = nn.Linear(self._char_input_width(), self.width).to(device)
+            self.char_proj = nn.Linear(self._char_input_width(), self.char_proj.out_features).to(device)
         if self.char_embed.num_embeddings != n_chars:
             self.char_embed = nn.Embedding(n_chars, self.char_width).to(device)
         if vector_width and (self.vector_proj is None or self.vector_proj.in_features != vector_width):
@@ -188,6 +193,10 @@ class FlatTagger(nn.Module):
         if self.type_embed is not None and word_types is not None:
             words = words + self.type_embed(word_types)
         chars = self.char_proj(self.embed_dropout(chars))
+        if self.lattice is not None:
+            words = self.word_proj(self.embed_dropout(words))
+            x = self._lattice_lstm(chars, words, heads, tails, word_index, char_mask)
+            return self.output(self.output_dropout(x))
         if self.dcsan is not None:
             x = self.dcsan(
                 chars, self.embed_dropout(words), heads, tails, word_index, token_mask, char_mask, word_weights
@@ -211,6 +220,28 @@ class FlatTagger(nn.Module):
         # Only characters go to the output layer; they open every row.
         out = self.output(self.output_dropout(x[:, :n_chars]))
         return out
+
+    def _lattice_lstm(
+        self,
+        chars: torch.Tensor,
+        words: torch.Tensor,
+        heads: torch.Tensor,
+        tails: torch.Tensor,
+        word_index: torch.Tensor,
+        char_mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """The Lattice LSTM over the lattice's characters and words → (B, C, width)."""
+        assert self.lattice is not None
+        x = chars.new_zeros(*char_mask.shape, chars.shape[1])
+        x[char_mask] = chars
+        return self.lattice(
+            x,
+            words,
+            word_index // heads.shape[1],
+            heads.reshape(-1)[word_index],
+            tails.reshape(-1)[word_index],
+            char_mask.sum(1),
+        )
 
     def _layer_inputs(self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor) -> tuple:
         """What each layer reads besides x: FLAT's fused positions, the distinct

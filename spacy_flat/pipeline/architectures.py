@@ -14,7 +14,7 @@ from ..layers.featurizer import flat_featurizer
 from ..layers.groups import flat_model
 from ..layers.torch_tagger import torch_tagger
 from ..layers.transformer_features import flat_transformer_model
-from ..settings import FLAT_ONLY, LATTICE_ONLY, TRANSFORMER_ONLY, FlatSettings, settings_signature
+from ..settings import ATTENTION_ONLY, FLAT_ONLY, LATTICE_ONLY, TRANSFORMER_ONLY, FlatSettings, settings_signature
 
 _TOK2VEC = inspect.Parameter(
     "tok2vec", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Model[List[Doc], List[Floats2d]]
@@ -80,6 +80,24 @@ def build_dcsan_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
     RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
     """
     return build_flat(FlatSettings(**settings, encoder="dcsan"))
+
+
+@registry.architectures("spacy-flat.LatticeLstmTagger.v1")
+@settings_signature(
+    exclude=TRANSFORMER_ONLY + ATTENTION_ONLY, width=200, word_width=50, embed_dropout=0.5, output_dropout=0.5
+)
+def build_lattice_lstm_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
+    """Build the Lattice LSTM (Zhang & Yang 2018): a bidirectional character LSTM
+    whose cell merges, at the last character of each lattice word, a gated word
+    cell started at the word's first character (eq. 11-16); the same lattice,
+    embeddings, CRF, windows and saving as FLAT. Defaults are the paper's Table 3:
+    hidden 200 (100 each way), word embeddings 50, dropout 0.5 on the embeddings
+    and on the LSTM's output.
+
+    settings: The `FlatSettings` fields but the attention layers'.
+    RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
+    """
+    return build_flat(FlatSettings(**settings, encoder="lattice_lstm"))
 
 
 @registry.architectures("spacy-flat.DcsanTransformerTagger.v1")

@@ -1,0 +1,233 @@
+"""The Lattice LSTM (Zhang & Yang, "Chinese NER Using Lattice LSTM", ACL 2018,
+section 3.3) as plain PyTorch, batched over rows and over the words that end at
+each character.
+
+A character LSTM whose cell, at a character where lexicon words end, merges the
+cells of those words with its own candidate instead of keeping its previous cell:
+
+    [i^c_j; o^c_j; f^c_j; c̃^c_j] = [σ; σ; σ; tanh](W^c [x^c_j; h^c_{j-1}] + b^c)      (eq. 11)
+    [i^w_be; f^w_be; c̃^w_be] = [σ; σ; tanh](W^w [x^w_be; h^c_b] + b^w)               (eq. 13)
+    c^w_be = f^w_be ⊙ c^c_b + i^w_be ⊙ c̃^w_be
+    i^c_be = σ(W^l [x^c_e; c^w_be] + b^l)                                            (eq. 14)
+    c^c_j = Σ_b α^c_bj ⊙ c^w_bj + α^c_j ⊙ c̃^c_j                                       (eq. 15)
+    α^c_bj, α^c_j = exp(i^c_bj), exp(i^c_j) over exp(i^c_j) + Σ_b' exp(i^c_b'j)     (eq. 16)
+    h^c_j = o^c_j ⊙ tanh(c^c_j)
+
+and the plain LSTM cell c^c_j = f^c_j ⊙ c^c_{j-1} + i^c_j ⊙ c̃^c_j where no word
+ends. A word cell starts from the state of the word's first character (the
+paper's eq. 13 prints c^c_{b,e}; the released code, as here, reads c^c_b).
+Single-character words are left out (the paper's footnote 2): a word cell needs
+the state of its first character before its last one.
+
+The released code runs one sentence at a time and builds each word cell at its
+first character. Here a word cell is built at the word's last character from the
+kept states of its first one (the same value): at each step the words ending
+there, in every row, are gathered into a padded (rows, words) block, so a step is
+a few batched matrix products whatever the number of rows and words. The loop
+over characters is the recurrence itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Tuple
+
+import torch
+from torch import nn
+
+# Input terms per direction: the character's i, o, f, c̃ (eq. 11) and its part of the
+# word gate i^c (eq. 14); the word's i, f, c̃ (eq. 13).
+CHAR_TERMS = 5
+WORD_TERMS = 3
+
+
+@dataclass
+class WordSlots:
+    """The words that end at each step, per direction and row, padded; built
+    once per batch so that a step only slices them.
+
+    word (steps, D, B, K): the word's index among the words given.
+    back (steps, D, B, K): steps back to the word's first character, less one; 0 in padding.
+    penalty (steps, D, B, 1 + K, 1): 0 for the character's own gate and its words, -inf for padding.
+    merging (steps, D, B, 1) bool: rows where a word ends (eq. 15 there, the plain cell elsewhere).
+    widths (List[int]): per step, the slots in use (K_j), 0 where no word ends.
+    reach (List[int]): per step, the most steps back a word's first character lies.
+    """
+
+    word: torch.Tensor
+    back: torch.Tensor
+    penalty: torch.Tensor
+    merging: torch.Tensor
+    widths: List[int]
+    reach: List[int]
+
+
+class LatticeLstm(nn.Module):
+    """The lattice LSTM's recurrence in one or two directions (the backward one
+    reads the characters and the words reversed, as the released code's).
+
+    It holds the recurrent halves of W^c, W^w and W^l. The input halves and the
+    biases act on each character and word alone, so the caller applies them to
+    all of them in one product before the loop (`char_terms`, `word_terms` wide).
+    Initialized as the released code: identity recurrent matrices, one per gate.
+
+    hidden (int): Hidden size of one direction.
+    directions (int): 1 (left to right) or 2 (both, outputs side by side).
+    """
+
+    def __init__(self, hidden: int, *, directions: int = 2) -> None:
+        super().__init__()
+        if directions not in (1, 2):
+            raise ValueError(f"a lattice LSTM has one or two directions, not {directions}")
+        self.hidden = hidden
+        self.directions = directions
+        self.char_terms = directions * CHAR_TERMS * hidden
+        self.word_terms = directions * WORD_TERMS * hidden
+        eye = torch.eye(hidden)
+        # W^c's h^c_{j-1} half (eq. 11), W^w's h^c_b half (eq. 13), W^l's c^w half (eq. 14).
+        self.char_hidden = nn.Parameter(eye.repeat(directions, 1, 4))
+        self.word_hidden = nn.Parameter(eye.repeat(directions, 1, 3))
+        self.word_gate = nn.Parameter(eye.repeat(directions, 1, 1))
+
+    @property
+    def terms(self) -> Tuple[int, int]:
+        """RETURNS (Tuple[int, int]): The widths of the input terms of a character and of a word."""
+        return self.char_terms, self.word_terms
+
+    def forward(
+        self,
+        chars: torch.Tensor,
+        words: torch.Tensor,
+        word_rows: torch.Tensor,
+        word_heads: torch.Tensor,
+        word_tails: torch.Tensor,
+        lengths: torch.Tensor,
+    ) -> torch.Tensor:
+        """Hidden states h^c of every character.
+
+        chars (B, C, char_terms): W x^c_j + b of eq. 11 and 14, per direction
+            [i, o, f, c̃, i^c]; padding after each row's characters.
+        words (N_w, word_terms): W x^w_be + b of eq. 13, per direction [i, f, c̃].
+        word_rows, word_heads, word_tails (N_w,) int64: each word's row and
+            first and last character.
+        lengths (B,) int64: characters per row.
+        RETURNS (torch.Tensor): (B, C, directions * hidden); padding holds no meaning.
+        """
+        batch, steps = chars.shape[:2]
+        dirs, hidden = self.directions, self.hidden
+        if steps == 0:
+            return chars.new_zeros(batch, 0, dirs * hidden)
+        flipped = _flip_index(lengths, steps)
+        x = chars.view(batch, steps, dirs, CHAR_TERMS * hidden)
+        if dirs == 2:
+            backward = x[:, :, 1].gather(1, flipped[:, :, None].expand(-1, -1, x.shape[-1]))
+            x = torch.stack([x[:, :, 0], backward], dim=2)
+        x = x.permute(1, 2, 0, 3).contiguous()  # C D B 5H: step j reads x[j]
+        # D N_w 3H, so a step gathers its words' terms along dim 1.
+        w = words.view(-1, dirs, WORD_TERMS * hidden).transpose(0, 1)
+        slots = word_slots(word_rows, word_heads, word_tails, lengths, steps, batch, dirs, x.dtype)
+        h = c = x.new_zeros(dirs, batch, hidden)
+        hs: List[torch.Tensor] = []
+        cs: List[torch.Tensor] = []
+        for j in range(steps):
+            terms = x[j]
+            gates = torch.baddbmm(terms[..., : 4 * hidden], h, self.char_hidden)
+            i, o, f = torch.sigmoid(gates[..., : 3 * hidden]).chunk(3, dim=-1)
+            candidate = torch.tanh(gates[..., 3 * hidden :])
+            c = f * c + i * candidate
+            width = slots.widths[j]
+            if width:
+                c = self._merge(terms, i, candidate, c, w, hs, cs, slots, j, width)
+            h = o * torch.tanh(c)
+            hs.append(h)
+            cs.append(c)
+        out = torch.stack(hs, dim=2)  # D B C H
+        if dirs == 2:
+            backward = out[1].gather(1, flipped[:, :, None].expand(-1, -1, hidden))
+            out = torch.stack([out[0], backward])
+        return out.permute(1, 2, 0, 3).reshape(batch, steps, dirs * hidden)
+
+    def _merge(
+        self,
+        terms: torch.Tensor,
+        i: torch.Tensor,
+        candidate: torch.Tensor,
+        plain: torch.Tensor,
+        words: torch.Tensor,
+        hs: List[torch.Tensor],
+        cs: List[torch.Tensor],
+        slots: WordSlots,
+        j: int,
+        width: int,
+    ) -> torch.Tensor:
+        """c^c_j where words end (eq. 13-16), `plain` (the LSTM cell) in the rows where none does."""
+        dirs, batch, hidden = i.shape
+        # The states of each word's first character, some steps back.
+        back = slots.back[j, :, :, :width, None].expand(-1, -1, -1, hidden)  # D B K H
+        reach = range(j - 1, j - 1 - slots.reach[j], -1)
+        h_b = torch.stack([hs[t] for t in reach], dim=2).gather(2, back)  # D B K H
+        c_b = torch.stack([cs[t] for t in reach], dim=2).gather(2, back)
+        index = slots.word[j, :, :, :width].reshape(dirs, -1, 1).expand(-1, -1, words.shape[-1])
+        gates = torch.baddbmm(words.gather(1, index), h_b.reshape(dirs, -1, hidden), self.word_hidden)
+        gates = gates.view(dirs, batch, width, WORD_TERMS * hidden)
+        word_i, word_f = torch.sigmoid(gates[..., : 2 * hidden]).chunk(2, dim=-1)
+        cells = word_f * c_b + word_i * torch.tanh(gates[..., 2 * hidden :])  # c^w_bj, eq. 13
+        gate = torch.bmm(cells.reshape(dirs, -1, hidden), self.word_gate).view(dirs, batch, width, hidden)
+        gate = torch.sigmoid(gate + terms[:, :, None, 4 * hidden :])  # i^c_bj, eq. 14
+        # eq. 16: exp(i) normalized over the character's gate and its words' (padding left out).
+        scores = torch.cat([i[:, :, None], gate], dim=2) + slots.penalty[j, :, :, : 1 + width]
+        alpha = torch.softmax(scores, dim=2)
+        merged = alpha[:, :, 0] * candidate + (alpha[:, :, 1:] * cells).sum(2)  # eq. 15
+        return torch.where(slots.merging[j], merged, plain)
+
+
+def _flip_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
+    """(B, C): each row's characters in reverse order, padding in place (an involution)."""
+    position = torch.arange(steps, device=lengths.device)[None, :]
+    last = lengths[:, None] - 1
+    return torch.where(position <= last, last - position, position)
+
+
+def word_slots(
+    rows: torch.Tensor,
+    heads: torch.Tensor,
+    tails: torch.Tensor,
+    lengths: torch.Tensor,
+    steps: int,
+    batch: int,
+    directions: int,
+    dtype: torch.dtype,
+) -> WordSlots:
+    """Lay the words out by the step at which each direction merges them: the
+    last character left to right, the first one right to left (the rows read
+    reversed). One sort, no loop over words; single-character words are dropped.
+
+    RETURNS (WordSlots): The words ending at each step, padded to the most in one row.
+    """
+    device = rows.device
+    longer = tails > heads
+    ids = torch.arange(rows.shape[0], device=device)[longer]
+    rows, heads, tails = rows[longer], heads[longer], tails[longer]
+    end = torch.cat([tails, lengths[rows] - 1 - heads][:directions])
+    direction = torch.arange(directions, device=device).repeat_interleave(ids.shape[0])
+    row = rows.repeat(directions)
+    key = (end * directions + direction) * batch + row
+    key, order = torch.sort(key, stable=True)
+    # Rank of each word among those of its (step, direction, row), from the sorted keys.
+    rank = torch.arange(key.shape[0], device=device) - torch.searchsorted(key, key)
+    width = int(rank.max()) + 1 if key.shape[0] else 0
+    word = torch.zeros(steps * directions * batch * width, dtype=torch.long, device=device)
+    offset = torch.zeros_like(word)
+    where = key * width + rank
+    word[where] = ids.repeat(directions)[order]
+    offset[where] = (tails - heads).repeat(directions)[order]
+    shape = (steps, directions, batch, width)
+    at = end[order]
+    widths = torch.zeros(steps, dtype=torch.long, device=device).scatter_reduce(0, at, rank + 1, "amax")
+    reach = torch.zeros(steps, dtype=torch.long, device=device).scatter_reduce(0, at, offset[where], "amax")
+    ends = offset.view(shape) > 0
+    keep = torch.cat([ends.new_ones(*shape[:3], 1), ends], dim=3)
+    penalty = torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, float("-inf"))
+    back = (offset.view(shape) - 1).clamp_min(0)
+    merging = ends.any(3, keepdim=True)
+    return WordSlots(word.view(shape), back, penalty[..., None], merging, widths.tolist(), reach.tolist())
