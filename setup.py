@@ -68,7 +68,10 @@ setup(
             "spacy-flat.word2vec_bigram_vectors.v1 = spacy_flat.lattice.loaders:create_word2vec_bigram_vectors",
             "spacy-flat.word_counts.v1 = spacy_flat.lattice.loaders:create_word_counts",
         ],
-        "thinc_schedules": ["spacy-flat.warmup_linear.v1 = spacy_flat.training.schedules:warmup_linear_from_first_step"],
+        "thinc_schedules": [
+            "spacy-flat.warmup_linear.v1 = spacy_flat.training.schedules:warmup_linear_from_first_step",
+        ],
+        "spacy_readers": ["spacy-flat.gold_and_silver.v1 = spacy_flat.distillation.corpus:create_gold_and_silver"],
         "spacy_scorers": ["spacy-flat.char_ner_scorer.v1 = spacy_flat.pipeline.scorer:make_char_ner_scorer"],
     },
     classifiers=[

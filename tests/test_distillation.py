@@ -186,3 +186,30 @@ def test_silver_command_keeps_sure_sentences_never_a_held_back_one(teachers, tmp
     # Sure only: a threshold above every entity's confidence keeps only sentences without entities.
     assert main([*args[:-4], "--min-probability", "1.01", "--empty-share", "1.0", "--no-progress"]) == 0
     assert all(not d.ents for d in DocBin().from_disk(out).get_docs(flat.vocab))
+
+
+def test_gold_and_silver_corpus_takes_silver_in_the_ratio(tmp_path):
+    from spacy.tokens import DocBin
+    from spacy.util import registry
+
+    from spacy_flat.errors import FlatError
+    from spacy_flat.pipeline.teaching import is_silver
+
+    nlp = spacy.blank("zh")
+    gold = [eg.reference for eg in tiny_examples(nlp)]
+    DocBin(docs=gold).to_disk(tmp_path / "gold.spacy")
+    silver = []
+    for k in range(30):
+        doc = nlp.make_doc(f"第{k}句话在北京。")
+        doc.user_data[SILVER] = True
+        silver.append(doc)
+    DocBin(docs=silver, store_user_data=True).to_disk(tmp_path / "silver.spacy")
+    DocBin(docs=silver[:3]).to_disk(tmp_path / "unmarked.spacy")
+    reader = registry.readers.get("spacy-flat.gold_and_silver.v1")
+    examples = list(reader(tmp_path / "gold.spacy", tmp_path / "silver.spacy", silver_ratio=1.5)(nlp))
+    marked = [is_silver(eg.reference) for eg in examples]
+    assert marked == [False] * len(gold) + [True] * 15
+    assert [eg.reference.text for eg in examples[len(gold) :]] == [d.text for d in silver[:15]]
+    assert len(list(reader(tmp_path / "gold.spacy")(nlp))) == len(gold)
+    with pytest.raises(FlatError, match=r"unmarked\.spacy: doc 0 is not marked silver"):
+        list(reader(tmp_path / "gold.spacy", tmp_path / "unmarked.spacy")(nlp))
