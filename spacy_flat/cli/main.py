@@ -1,5 +1,5 @@
 """Command line: `python -m spacy_flat convert | evaluate | calibrate | annotate | schedule | verify-assets |
-pretrain-vectors`."""
+pretrain-vectors | train`."""
 
 import argparse
 import sys
@@ -106,6 +106,21 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument("--epochs", type=int, default=5)
     pretrain.add_argument("--workers", type=int, default=2)
     pretrain.add_argument("--no-progress", action="store_true")
+    train = commands.add_parser(
+        "train",
+        help="spacy train with checkpoints: run the same command again to go on from the newest one",
+        description="Config overrides follow as for spacy train, e.g. --paths.train corpus/train.spacy.",
+    )
+    train.add_argument("config", type=Path)
+    train.add_argument("--output", type=Path, required=True, help="model-last, model-best and checkpoints/")
+    train.add_argument("--gpu-id", type=int, default=-1)
+    train.add_argument(
+        "--checkpoint-steps", type=int, default=0, help="checkpoint every N steps (default: at each evaluation)"
+    )
+    train.add_argument(
+        "--checkpoint-minutes", type=float, default=30.0, help="also every M minutes (0: never; default 30)"
+    )
+    train.add_argument("--keep", type=int, default=2, help="newest checkpoints kept (default 2)")
     return parser
 
 
@@ -210,15 +225,35 @@ def _schedule(config: Path, train: Path, epochs: int, output: Optional[Path]) ->
         print(f"wrote {output}")
 
 
+def _train(args: argparse.Namespace, extra: List[str]) -> None:
+    from click import ClickException
+    from spacy.cli._util import parse_config_overrides
+
+    from ..training.loop import CheckpointSettings, train
+
+    settings = CheckpointSettings(steps=args.checkpoint_steps, minutes=args.checkpoint_minutes, keep=args.keep)
+    try:
+        overrides = parse_config_overrides(list(extra))
+    except ClickException as err:
+        raise FlatError(f"train: {err.format_message()}") from None
+    train(args.config, args.output, overrides=overrides, use_gpu=args.gpu_id, settings=settings)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run one sub-command, printing a `FlatError` or `OSError` as one line on stderr.
 
     argv (Optional[List[str]]): The arguments; None for `sys.argv[1:]`.
     RETURNS (int): The exit status, 0 or 1.
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # `train` takes spacy train's config overrides (--section.key value) after its own options.
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "train":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        if args.command == "convert":
+        if args.command == "train":
+            _train(args, extra)
+        elif args.command == "convert":
             convert(
                 args.input,
                 args.output,
