@@ -231,7 +231,7 @@ class _Run:
         last_time = timer()
         msg = Printer(no_print=True)
         say(msg.info(f"Pipeline: {nlp.pipe_names}"))
-        say(msg.info(f"Initial learn rate: {self.optimizer.learn_rate}"))
+        say(msg.info(f"{'Learn rate' if self.state.steps else 'Initial learn rate'}: {self.optimizer.learn_rate}"))
         with nlp.select_pipes(disable=frozen):
             log_step, finalize_logger = T["logger"](nlp, stdout, stderr)
         with _stop_on_signals() as stop:
