@@ -148,7 +148,7 @@ def train(
             saved = Fingerprint.from_dict(read_state(checkpoint.path)["fingerprint"])
             allowed = check_resumable(saved, current, checkpoint.path)
         nlp = init_nlp(config, use_gpu=use_gpu)
-        run = _Run(nlp, output_path, store, current, use_gpu)
+        run = TrainingRun(nlp, output_path, store, current, use_gpu)
         if checkpoint is None:
             clean_output_dir(output_path)
             say(msg.info(f"Checkpoints every {run.describe(settings)} in {store.path}"))
@@ -163,11 +163,19 @@ def train(
         return run.loop(settings, say, stdout, stderr)
 
 
-class _Run:
-    """One training process of a run: spaCy's `loop.train` set-up, then the steps."""
+class TrainingRun:
+    """One training process of a run: spaCy's `loop.train` set-up, then the steps.
+
+    nlp (Language): The pipeline from `init_nlp`.
+    output (Path): The run's output directory.
+    store (CheckpointStore): Its checkpoints.
+    current (Fingerprint): The run's fingerprint, saved in each checkpoint.
+    gpu (int): GPU id, -1 for CPU.
+    """
 
     def __init__(self, nlp: Language, output: Path, store: CheckpointStore, current: Fingerprint, gpu: int):
         self.nlp, self.output, self.store, self.fingerprint, self.gpu = nlp, output, store, current, gpu
+        output.mkdir(parents=True, exist_ok=True)
         # As spacy.training.loop.train, in its order: the seed, the allocator, then the training block.
         config = nlp.config.interpolate()
         self.seed = config["training"]["seed"]
@@ -236,7 +244,7 @@ class _Run:
             log_step, finalize_logger = T["logger"](nlp, stdout, stderr)
         with _stop_on_signals() as stop:
             try:
-                for _, info, is_best in self._steps():
+                for _, info, is_best in self.steps():
                     if is_best is not None:
                         with nlp.select_pipes(disable=frozen):
                             update_meta(T, nlp, info)
@@ -260,7 +268,7 @@ class _Run:
         say(msg.good(f"Saved pipeline to output directory {self.output / DIR_MODEL_LAST}"))
         return self.output / DIR_MODEL_LAST
 
-    def _steps(self) -> Iterator[Tuple[List[Example], Dict[str, Any], Optional[bool]]]:
+    def steps(self) -> Iterator[Tuple[List[Example], Dict[str, Any], Optional[bool]]]:
         """`spacy.training.loop.train_while_improving`, from `self.state` on.
 
         spaCy's generator counts steps with `enumerate` from 0 and keeps its results, losses and
