@@ -247,10 +247,30 @@ def test_a_finished_run_extended_and_resumed_from_a_damaged_checkpoint_ends_as_o
     log = run_quietly(output, overrides(data, 9), CheckpointSettings(steps=2, minutes=0))
     assert "training.max_steps changed: 6 -> 9" in log
     assert "Resuming from" in log and "step-000000005 (after step 4)" in log.replace("\n", " ")
+    assert f"Skipping checkpoint {newest}: optimizer.msgpack has 3 bytes" in log.replace("\n", " ")
+    assert f"Deleted {newest}, which failed verification" in log.replace("\n", " ")
     straight = tmp_path / "straight"
     run_quietly(straight, overrides(data, 9), CheckpointSettings(steps=0, minutes=0))
     assert files_of(output / "model-last") == files_of(straight / "model-last")
     assert files_of(output / "model-best") == files_of(straight / "model-best")
+
+
+def test_sigterm_stops_after_the_step_with_a_checkpoint_of_it(data: Path, tmp_path: Path):
+    command = [sys.executable, "-m", "spacy_flat", "train", str(CONFIG), "--output", str(tmp_path / "out")]
+    command += ["--checkpoint-steps", "1000", "--checkpoint-minutes", "0", *cli_args(overrides(data, LONG_STEPS))]
+    with (tmp_path / "log").open("w") as log:
+        run = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "out" / "model-best").exists():
+            assert run.poll() is None and time.monotonic() < deadline, (tmp_path / "log").read_text()
+            time.sleep(0.01)
+        run.send_signal(signal.SIGTERM)
+        assert run.wait() == 1
+    message = (tmp_path / "log").read_text()
+    assert "(SIGTERM); checkpoint written: run the same command to go on" in message
+    step = int(message.split("stopped after step ")[1].split()[0])
+    assert [step for step, _ in CheckpointStore(tmp_path / "out" / "checkpoints").candidates()] == [step + 1]
+    assert verify(tmp_path / "out" / "checkpoints" / f"step-{step + 1:09d}") is None
 
 
 def test_cli_train_names_an_override_without_a_section(tmp_path: Path, capsys: pytest.CaptureFixture):

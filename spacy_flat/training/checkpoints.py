@@ -104,6 +104,17 @@ class CheckpointStore:
             log(f"skipping checkpoint {path}: {problem}")
         return None
 
+    def discard_newer(self, checkpoint: Optional[Checkpoint]) -> List[Path]:
+        """Delete the checkpoints newer than the one a run goes on from (all, with None): they failed
+        verification, and left in place they would count against `keep` (call with the lock held).
+
+        RETURNS (List[Path]): The folders deleted.
+        """
+        newer = [path for step, path in self.candidates() if checkpoint is None or step > checkpoint.step]
+        for path in newer:
+            self._delete(path)
+        return newer
+
     def write(self, step: int, fill: Callable[[Path], None]) -> Checkpoint:
         """Write a checkpoint atomically, then keep only the newest `keep`.
 
@@ -142,9 +153,12 @@ class CheckpointStore:
         """Delete all but the newest `keep` checkpoints. Each goes out of its place by a rename first,
         so a deletion cut short leaves no half checkpoint under a checkpoint's name."""
         for _, path in self.candidates()[self.keep :]:
-            aside = self.path / f"{TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}"
-            os.replace(path, aside)
-            shutil.rmtree(aside, ignore_errors=True)
+            self._delete(path)
+
+    def _delete(self, path: Path) -> None:
+        aside = self.path / f"{TRASH_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}"
+        os.replace(path, aside)
+        shutil.rmtree(aside, ignore_errors=True)
 
     def _children(self) -> List[Path]:
         return [p for p in self.path.iterdir() if p.is_dir()] if self.path.exists() else []

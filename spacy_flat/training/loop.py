@@ -142,7 +142,9 @@ def train(
         for path in store.remove_incomplete():
             say(msg.warn(f"Removed a checkpoint left incomplete: {path}"))
         current = fingerprint(config)
-        checkpoint = store.latest(log=lambda text: say(msg.warn(text.capitalize())))
+        checkpoint = store.latest(log=lambda text: say(msg.warn(text[:1].upper() + text[1:])))
+        for path in store.discard_newer(checkpoint):
+            say(msg.warn(f"Deleted {path}, which failed verification"))
         allowed: List[str] = []
         if checkpoint is not None:
             saved = Fingerprint.from_dict(read_state(checkpoint.path)["fingerprint"])
