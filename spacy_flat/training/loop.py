@@ -42,7 +42,7 @@ from ..errors import FlatError
 from . import randomness
 from .batches import BatchStream
 from .checkpoints import Checkpoint, CheckpointStore
-from .fingerprint import CHANGES_THE_RUN, Fingerprint, check_resumable, fingerprint
+from .fingerprint import CHANGES_THE_RUN, Fingerprint, ResumeRefusedError, check_resumable, fingerprint
 from .optimizer_state import (
     grad_scaler_state,
     optimizer_state,
@@ -224,9 +224,13 @@ class TrainingRun:
             next(self.dropouts)
         _replace_dir(folder / DIR_MODEL_BEST, self.output / DIR_MODEL_BEST)
         rng = srsly.read_msgpack(folder / RANDOM)
-        self.stream = BatchStream(
-            nlp, self.train_corpus, T["batcher"], T["max_epochs"], BatchStream.position_from_dict(rng["stream"])
-        )
+        position = BatchStream.position_from_dict(rng["stream"])
+        if (position.order is None) != (T["max_epochs"] < 0):
+            raise ResumeRefusedError(
+                f"cannot resume from {folder}: training.max_epochs cannot change between -1 (a streamed, "
+                "unshuffled corpus) and a shuffled one"
+            )
+        self.stream = BatchStream(nlp, self.train_corpus, T["batcher"], T["max_epochs"], position)
         if saved["gpu"] != self.gpu:
             notes.append(f"the run was on {_device(saved['gpu'])}, it goes on on {_device(self.gpu)}")
         notes.extend(randomness.restore(rng["now"], fallback_seed=(self.seed or 0) + self.state.steps))
