@@ -213,3 +213,38 @@ def test_gold_and_silver_corpus_takes_silver_in_the_ratio(tmp_path):
     assert len(list(reader(tmp_path / "gold.spacy")(nlp))) == len(gold)
     with pytest.raises(FlatError, match=r"unmarked\.spacy: doc 0 is not marked silver"):
         list(reader(tmp_path / "gold.spacy", tmp_path / "unmarked.spacy")(nlp))
+
+
+def test_distill_command_trains_a_student_from_its_teacher_and_resumes(teachers, tmp_path, capfd):
+    import io
+
+    from spacy_flat.cli.convert import convert
+    from spacy_flat.cli.main import main
+
+    from .conftest import ROOT, TINY
+    from .test_resume import cli_args, overrides
+
+    flat, _ = teachers
+    flat.to_disk(tmp_path / "teacher")
+    data = tmp_path / "data"
+    data.mkdir()
+    convert(TINY, data / "train.spacy", log=io.StringIO())
+    (data / "words.txt").write_text("北京大学\n上海\n华为公司\n", encoding="utf8")
+    chars = sorted({c for eg in tiny_examples(flat) for c in eg.reference.text if not c.isspace()})
+    vectors = [f"{c} " + " ".join(f"{((i * 7 + k) % 13 - 6) / 6:.3f}" for k in range(8)) for i, c in enumerate(chars)]
+    (data / "chars.vec").write_text(f"{len(chars)} 8\n" + "\n".join(vectors) + "\n", encoding="utf8")
+    config = tmp_path / "student.cfg"
+    block = '\n[flat_distillation]\nteachers = ["nowhere"]\nsoft_weight = 0.7\ntemperature = 1.0\n'
+    config.write_text((ROOT / "configs" / "resume.cfg").read_text(encoding="utf8") + block, encoding="utf8")
+    values = cli_args(overrides(data, 12))
+    args = ["distill", str(config), "--output", str(tmp_path / "student"), "--teacher", str(tmp_path / "teacher")]
+    assert main([*args, *values]) == 0
+    assert (tmp_path / "student" / "model-last" / "meta.json").exists()
+    # Run again with more steps: it goes on from its checkpoint, the teacher set again.
+    assert main([*args, *cli_args(overrides(data, 16))]) == 0
+    out = capfd.readouterr().out
+    assert out.count(f"Teachers: {tmp_path / 'teacher'} (soft weight 0.7") == 2 and "Resuming from" in out
+    # A config without teachers is refused with its name.
+    config.write_text(config.read_text(encoding="utf8").replace('["nowhere"]', "[]"), encoding="utf8")
+    assert main(["distill", str(config), "--output", str(tmp_path / "none"), *values]) == 1
+    assert "no teacher" in capfd.readouterr().err

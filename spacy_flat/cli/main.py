@@ -1,5 +1,5 @@
 """Command line: `python -m spacy_flat convert | evaluate | calibrate | annotate | schedule | verify-assets |
-pretrain-vectors | silver`."""
+pretrain-vectors | train | silver`."""
 
 import argparse
 import sys
@@ -8,8 +8,9 @@ from typing import List, Optional, Union
 
 from ..errors import FlatError
 from .convert import SCHEMES, convert, parse_renames
-from .distill import add_commands as add_distillation_commands
 from .project_assets import verify_assets
+from .silver import add_commands as add_distillation_commands
+from .train import add_commands as add_training_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     pretrain.add_argument("--epochs", type=int, default=5)
     pretrain.add_argument("--workers", type=int, default=2)
     pretrain.add_argument("--no-progress", action="store_true")
+    add_training_commands(commands)
     add_distillation_commands(commands)
     return parser
 
@@ -218,10 +220,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv (Optional[List[str]]): The arguments; None for `sys.argv[1:]`.
     RETURNS (int): The exit status, 0 or 1.
     """
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # `train` and `distill` take spacy train's config overrides (--section.key value) after their own options.
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "takes_overrides", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         if getattr(args, "run", None) is not None:
-            args.run(args)
+            args.run(args, extra)
         elif args.command == "convert":
             convert(
                 args.input,

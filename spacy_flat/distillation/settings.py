@@ -1,6 +1,9 @@
 """Settings of distillation and self-training, importable without loading a pipeline."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List
+
+from ..errors import FlatError
 
 
 @dataclass
@@ -23,3 +26,30 @@ class SilverSettings:
     min_han: int = 4
     max_length: int = 200
     batch_size: int = 64
+
+
+@dataclass
+class DistillationSettings:
+    """The `[flat_distillation]` block of a student's config.
+
+    teachers (List[str]): Teacher pipelines (paths or package names); several
+        make an ensemble.
+    component (str): The student's (and the teachers') `flat_ner` component.
+    soft_weight (float): α: the soft loss's share on gold docs, (1 - α) gold + α soft.
+    temperature (float): Divides both CRFs' potentials for the soft targets.
+    """
+
+    teachers: List[str] = field(default_factory=list)
+    component: str = "flat_ner"
+    soft_weight: float = 0.5
+    temperature: float = 1.0
+
+    @classmethod
+    def from_config(cls, block: Dict[str, Any], where: str) -> "DistillationSettings":
+        """Read the block, refusing keys it does not know (a typo would silently train without a teacher)."""
+        unknown = set(block) - {f.name for f in fields(cls)}
+        if unknown:
+            raise FlatError(f"{where}: [flat_distillation] has unknown settings {sorted(unknown)}")
+        settings = cls(**block)
+        settings.teachers = [str(path) for path in settings.teachers]
+        return settings

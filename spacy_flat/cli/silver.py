@@ -4,7 +4,7 @@ sentences for self-training, with a report of what was read, kept and dropped.""
 import argparse
 import json
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Sequence
 
 import srsly
 from spacy.tokens import DocBin
@@ -33,7 +33,7 @@ def add_commands(commands: Any) -> None:
     silver.set_defaults(run=run_silver)
 
 
-def run_silver(args: argparse.Namespace) -> Dict[str, Any]:
+def run_silver(args: argparse.Namespace, extra: Sequence[str] = ()) -> Dict[str, Any]:
     """Write the silver DocBin and `<output>.json`, the report. RETURNS: the report."""
     # Imported here: the other commands start without loading pipelines or torch.
     from ..distillation.silver import SilverReport, silver_docs

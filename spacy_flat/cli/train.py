@@ -1,0 +1,92 @@
+"""`python -m spacy_flat train | distill`: spacy train with checkpoints that a
+stopped run goes on from, and the same for a student that learns from teachers."""
+
+import argparse
+from pathlib import Path
+from typing import Any, Dict, Sequence
+
+from ..errors import FlatError
+
+
+def add_commands(commands: Any) -> None:
+    """Add `train` and `distill` to the sub-command parsers."""
+    train = commands.add_parser(
+        "train",
+        help="spacy train with checkpoints: run the same command again to go on from the newest one",
+        description="Config overrides follow as for spacy train, e.g. --paths.train corpus/train.spacy.",
+    )
+    _run_arguments(train)
+    train.set_defaults(run=run_train, takes_overrides=True)
+    distill = commands.add_parser(
+        "distill",
+        help="train a student on gold data and its teachers' soft targets (the config's [flat_distillation]), "
+        "with checkpoints",
+        description="Config overrides follow as for spacy train. Silver sentences from `silver` join the gold "
+        "through the reader spacy-flat.gold_and_silver.v1.",
+    )
+    _run_arguments(distill)
+    distill.add_argument(
+        "--teacher",
+        action="append",
+        default=None,
+        help="a teacher pipeline (repeat for an ensemble); replaces the config's [flat_distillation] teachers",
+    )
+    distill.set_defaults(run=run_distill, takes_overrides=True)
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--output", type=Path, required=True, help="model-last, model-best and checkpoints/")
+    parser.add_argument("--gpu-id", type=int, default=-1)
+    parser.add_argument(
+        "--checkpoint-steps", type=int, default=0, help="checkpoint every N steps (default: at each evaluation)"
+    )
+    parser.add_argument(
+        "--checkpoint-minutes", type=float, default=30.0, help="also every M minutes (0: never; default 30)"
+    )
+    parser.add_argument("--keep", type=int, default=2, help="newest checkpoints kept (default 2)")
+
+
+def _overrides(extra: Sequence[str]) -> Dict[str, Any]:
+    from click import ClickException
+    from spacy.cli._util import parse_config_overrides
+
+    try:
+        return parse_config_overrides(list(extra))
+    except ClickException as err:
+        raise FlatError(f"config overrides: {err.format_message()}") from None
+
+
+def run_train(args: argparse.Namespace, extra: Sequence[str]) -> None:
+    """Train (or go on training) as `spacy train` would."""
+    from ..training.loop import CheckpointSettings, train
+
+    settings = CheckpointSettings(steps=args.checkpoint_steps, minutes=args.checkpoint_minutes, keep=args.keep)
+    train(args.config, args.output, overrides=_overrides(extra), use_gpu=args.gpu_id, settings=settings)
+
+
+def run_distill(args: argparse.Namespace, extra: Sequence[str]) -> None:
+    """Train a student with its teachers set on it, from the config's [flat_distillation] block."""
+    from spacy.util import load_config
+
+    from ..distillation.settings import DistillationSettings
+    from ..distillation.student import attach_teachers
+    from ..training.loop import CheckpointSettings, train
+
+    overrides = _overrides(extra)
+    if args.teacher:
+        overrides["flat_distillation.teachers"] = list(args.teacher)
+    config = load_config(args.config, overrides=overrides, interpolate=True)
+    settings = DistillationSettings.from_config(dict(config.get("flat_distillation", {})), str(args.config))
+
+    def prepare(nlp: Any) -> None:
+        try:
+            cache = attach_teachers(nlp, settings)
+        except ValueError as err:
+            raise FlatError(f"{args.config}: {err}") from None
+        names = ", ".join(settings.teachers)
+        print(f"ℹ Teachers: {names} (soft weight {settings.soft_weight}, temperature {settings.temperature})")
+        print(f"ℹ Soft targets cached per segment ({type(cache.teacher).__name__})")
+
+    checkpoints = CheckpointSettings(steps=args.checkpoint_steps, minutes=args.checkpoint_minutes, keep=args.keep)
+    train(args.config, args.output, overrides=overrides, use_gpu=args.gpu_id, settings=checkpoints, prepare=prepare)

@@ -1,0 +1,28 @@
+"""A student pipeline set up to learn from its teachers during training."""
+
+from spacy.language import Language
+
+from ..pipeline.component import FlatNER
+from ..pipeline.teaching import Teaching, check_labels
+from .settings import DistillationSettings
+from .teachers import CachedTargets, EnsembleTeacher, PipelineTeacher
+
+
+def attach_teachers(nlp: Language, settings: DistillationSettings) -> CachedTargets:
+    """Load the teachers and set them on the student's component, behind a
+    cache, so each training segment's soft targets are computed once.
+
+    nlp (Language): The student, initialized (its labels known).
+    RETURNS (CachedTargets): The cache, whose counts say what the teachers computed.
+    """
+    if not settings.teachers:
+        raise ValueError("no teacher: set [flat_distillation] teachers or give --teacher")
+    student = nlp.get_pipe(settings.component)
+    if not isinstance(student, FlatNER):
+        raise ValueError(f"'{settings.component}' is a {type(student).__name__}, not flat_ner")
+    members = [PipelineTeacher.from_disk(path, settings.component, settings.temperature) for path in settings.teachers]
+    teacher = members[0] if len(members) == 1 else EnsembleTeacher(members)
+    check_labels(student.labels, teacher.labels)
+    cache = CachedTargets(teacher)
+    student.teaching = Teaching(cache, weight=settings.soft_weight, temperature=settings.temperature)
+    return cache

@@ -1,0 +1,169 @@
+"""What makes a run the same run: its config, its data and the versions of the libraries it runs on.
+
+A checkpoint records the run's fingerprint; resuming compares it with the new command's and refuses a
+difference, naming it, except for the settings in `ALLOWED_ON_RESUME`:
+
+- `training.max_steps`, `training.max_epochs`: extending a run ("train longer") or ending it sooner is
+  what resuming is for; the steps already taken are the same either way.
+- `training.patience`, `training.eval_frequency`: when to evaluate and when to stop; they change no
+  weight (a changed frequency evaluates other steps from the checkpoint on).
+- `training.logger`: where the log goes.
+- `training.optimizer.learn_rate`: the schedule. The project's configs decay the rate to zero at
+  `total_steps`, so training longer needs a later end; the resumed run follows the new schedule from
+  the checkpoint's step on (it is then no longer the same as one run from the start, which is said).
+
+The `[paths]` section and the corpora's `path` settings are left out of the comparison: the data is
+compared by the sha256 of the files' content, so moving the files is allowed and changing them is not.
+"""
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Tuple
+
+from spacy.util import load_model_from_config, resolve_dot_names
+from thinc.api import Config
+
+from ..errors import FlatError
+
+ALLOWED_ON_RESUME = (
+    "training.max_steps",
+    "training.max_epochs",
+    "training.patience",
+    "training.eval_frequency",
+    "training.logger",
+    "training.optimizer.learn_rate",
+)
+# Changes that are allowed but make the resumed run differ from one uninterrupted run.
+CHANGES_THE_RUN = ("training.optimizer.learn_rate",)
+
+
+class ResumeRefusedError(FlatError):
+    """A checkpoint belongs to a different run: another config, other data or other library versions."""
+
+
+@dataclass
+class Fingerprint:
+    """config (Dict[str, Any]): The interpolated config, flattened to dotted keys.
+    data (Dict[str, Dict[str, str]]): "train"/"dev" -> file path -> sha256.
+    versions (Dict[str, str]): Library -> version.
+    """
+
+    config: Dict[str, Any]
+    data: Dict[str, Dict[str, str]]
+    versions: Dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"config": self.config, "data": self.data, "versions": self.versions}
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Fingerprint":
+        return cls(data["config"], data["data"], data["versions"])
+
+
+def versions() -> Dict[str, str]:
+    """RETURNS (Dict[str, str]): The versions a checkpoint must be resumed with."""
+    import spacy
+    import thinc
+    import torch
+
+    from ..about import __version__
+
+    return {
+        "spacy-flat": __version__,
+        "spacy": spacy.__version__,
+        "thinc": thinc.__version__,
+        "torch": torch.__version__,
+    }
+
+
+def fingerprint(config: Config) -> Fingerprint:
+    """config (Config): The run's config, overrides applied, not interpolated.
+    RETURNS (Fingerprint): The run's fingerprint; reads and hashes the training and dev files.
+    """
+    # Filled with spaCy's defaults, as `init_nlp` fills it (building the components, not initializing them).
+    interpolated = load_model_from_config(config, auto_fill=True).config.interpolate()
+    training = interpolated["training"]
+    corpora = {"train": training["train_corpus"], "dev": training["dev_corpus"]}
+    readers = resolve_dot_names(interpolated, list(corpora.values()))
+    data = {split: _hash_corpus(reader) for split, reader in zip(corpora, readers)}
+    ignored = ("paths.", *(f"{dot_name}.path" for dot_name in corpora.values()))
+    flat = {key: value for key, value in _flatten(interpolated) if not key.startswith(ignored)}
+    return Fingerprint(flat, data, versions())
+
+
+def compare(saved: Fingerprint, current: Fingerprint) -> Tuple[List[str], List[str]]:
+    """saved (Fingerprint): The checkpoint's.
+    current (Fingerprint): This command's.
+    RETURNS (Tuple[List[str], List[str]]): The refused differences, and the allowed ones (both worded
+        "key changed: old -> new").
+    """
+    refused: List[str] = []
+    allowed: List[str] = []
+    for name in sorted(set(saved.versions) | set(current.versions)):
+        old, new = saved.versions.get(name), current.versions.get(name)
+        if old != new:
+            refused.append(f"{name} version changed: {old} -> {new}")
+    for key in sorted(set(saved.config) | set(current.config)):
+        old, new = saved.config.get(key, "(absent)"), current.config.get(key, "(absent)")
+        if old != new:
+            change = f"{key} changed: {old!r} -> {new!r}"
+            (allowed if key.startswith(ALLOWED_ON_RESUME) else refused).append(change)
+    for split in ("train", "dev"):
+        old_files, new_files = saved.data.get(split, {}), current.data.get(split, {})
+        if sorted(old_files.values()) == sorted(new_files.values()):
+            continue  # the same content, wherever it lies now
+        for path in sorted(set(old_files) | set(new_files)):
+            old_hash, new_hash = old_files.get(path), new_files.get(path)
+            if old_hash != new_hash:
+                refused.append(f"corpus {split} file changed: {path} (sha256 {_short(old_hash)} -> {_short(new_hash)})")
+    return refused, allowed
+
+
+def check_resumable(saved: Fingerprint, current: Fingerprint, checkpoint: Path) -> List[str]:
+    """Raise `ResumeRefusedError` naming every refused difference.
+
+    RETURNS (List[str]): The allowed differences, to report.
+    """
+    refused, allowed = compare(saved, current)
+    if refused:
+        raise ResumeRefusedError(
+            f"cannot resume from {checkpoint}: it belongs to a different run. "
+            + "; ".join(refused)
+            + ". Resume with the run's own config and data, or start a new run in another --output directory"
+            " (or remove the checkpoints directory)."
+        )
+    return allowed
+
+
+def _flatten(config: Dict[str, Any], prefix: str = "") -> Iterator[Tuple[str, Any]]:
+    for key, value in config.items():
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _hash_corpus(reader: Any) -> Dict[str, str]:
+    """The sha256 of each file a `spacy.Corpus` reads (a file or a folder of .spacy files)."""
+    from spacy.training.corpus import FILE_TYPE, walk_corpus
+
+    path = getattr(reader, "path", None)
+    if path is None:
+        raise ResumeRefusedError(
+            f"cannot fingerprint the corpus reader {type(reader).__name__}: resuming needs readers with a `path`"
+        )
+    return {str(Path(file).resolve()): sha256_file(Path(file)) for file in sorted(walk_corpus(path, FILE_TYPE))}
+
+
+def sha256_file(path: Path) -> str:
+    """RETURNS (str): The hex sha256 of a file's content."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _short(digest: Any) -> str:
+    return "(none)" if digest is None else f"{digest[:12]}…"
