@@ -37,6 +37,7 @@ from common import ROOT, SEEDS_COLUMNS, machine, markdown_table, paper_rows, see
 
 from spacy_flat.cli.evaluate import evaluate
 from spacy_flat.cli.schedule import schedule_for
+from spacy_flat.training.loop import train as resumable_train
 
 PAPER = {  # test F1, Table 2 of Li et al. 2020 and its baselines
     "resume": {"FLAT (YJ)": 95.45, "FLAT (LS)": 94.93, "Lattice LSTM": 94.46, "TENER": 95.00},
@@ -161,7 +162,14 @@ ABLATIONS = {
 
 
 def run(
-    config: Path, data: Dict[str, Path], seed: int, epochs: int, extra: Optional[dict], out: Path, gpu_id: int = -1
+    config: Path,
+    data: Dict[str, Path],
+    seed: int,
+    epochs: int,
+    extra: Optional[dict],
+    out: Path,
+    gpu_id: int = -1,
+    resumable: bool = False,
 ) -> dict:
     overrides = {
         "paths.train": str(data["train"]),
@@ -171,7 +179,13 @@ def run(
         **(extra or {}),
     }
     start = time.perf_counter()
-    train(config, out, overrides=overrides, use_gpu=gpu_id)
+    if resumable:
+        # Checkpoints in `out`: the same command run again goes on where a stopped run stood.
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with (out.parent / f"{out.name}.log").open("a", encoding="utf8") as log:
+            resumable_train(config, out, overrides=overrides, use_gpu=gpu_id, stdout=log, stderr=log)
+    else:
+        train(config, out, overrides=overrides, use_gpu=gpu_id)
     seconds = time.perf_counter() - start
     dev = json.loads((out / "model-best" / "meta.json").read_text())["performance"]["ents_f"]
     scores = evaluate(str(out / "model-best"), data["test"], out / "metrics", gpu_id=gpu_id)
@@ -187,9 +201,28 @@ def run(
             str(out / "model-best"), data["test"], out / "metrics-free", boundary_rules=False, gpu_id=gpu_id
         )
         result["test_f_free"] = 100 * free["ents_f"]
+    if resumable:
+        per_epoch = overrides.get("training.optimizer.learn_rate.total_steps", 0) / max(1, epochs)
+        curve = dev_curve(out, per_epoch)
+        result["train_s"] = curve["seconds"]  # over every process of the run
+        result["curve"] = curve["curve"]
     # One line per finished run, so a long benchmark cut short still leaves its figures.
     print(f"RESULT {config.name} seed={seed} {json.dumps(result)} {json.dumps(extra or {})}", flush=True)
     return result
+
+
+def dev_curve(out: Path, per_epoch: float) -> dict:
+    """Dev F1 at every evaluation of a resumable run, by epoch (from its newest checkpoint's state).
+
+    per_epoch (float): Batches an epoch (the schedule's count; 0: from the epochs the run finished).
+    """
+    states = sorted(out.glob("checkpoints/step-*/state.json"), key=lambda p: int(p.parent.name.split("-")[1]))
+    state = json.loads(states[-1].read_text(encoding="utf8"))
+    epoch, steps = state["epoch"], state["loop"]["steps"]
+    if not per_epoch:
+        per_epoch = (steps - state["batches_in_epoch"]) / epoch if epoch else max(1, state["batches_in_epoch"])
+    curve = [[round((step + 1) / per_epoch, 2), round(100 * score, 2)] for score, step in state["loop"]["results"]]
+    return {"seconds": state["loop"]["seconds"], "curve": curve}
 
 
 def peer_config(path: Path, epochs: int) -> Path:
@@ -224,6 +257,13 @@ def main() -> None:
     parser.add_argument("--peer-only", action="store_true", help="train only spaCy's ner (implies --peer)")
     parser.add_argument("--peer-set", nargs="+", default=[], metavar="KEY=JSON", help="config overrides for the peer")
     parser.add_argument("--gpu-id", type=int, default=-1, help="train and evaluate on this GPU")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="keep each run in OUTPUT/flatSEED with checkpoints (python -m spacy_flat train): the same command "
+        "run again goes on from where a stopped run stood (default: a temporary folder, spacy train)",
+    )
     args = parser.parse_args()
     data = splits(args.dataset)
     if args.select_on_test:
@@ -232,7 +272,8 @@ def main() -> None:
     if not config.exists():
         config = ROOT / "configs" / "resume.cfg"
     rows: List[List[str]] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(args.output) if args.output else scratch
         lexicon = "shared w2v lexicon (125,796 words, 100d vectors)" if args.lexicon else "jieba lexicon"
         settings = dict(item.split("=", 1) for item in args.set)
         label = f"flat_ner, {lexicon} + LAC chars{f' ({args.ablation})' if args.ablation else ''}"
@@ -253,7 +294,11 @@ def main() -> None:
             **{k: json.loads(v) for k, v in settings.items()},
         }
         if not args.peer_only:
-            ours = [run(config, data, s, args.epochs, extra, Path(tmp) / f"flat{s}", args.gpu_id) for s in args.seeds]
+            resumable = args.output is not None
+            ours = [
+                run(config, data, s, args.epochs, extra, Path(tmp) / f"flat{s}", args.gpu_id, resumable)
+                for s in args.seeds
+            ]
             rows.append(seeds_row(label, ours))
             free = [{**r, "test_f": r["test_f_free"]} for r in ours if "test_f_free" in r]
             if free:
