@@ -215,16 +215,15 @@ def test_gold_and_silver_corpus_takes_silver_in_the_ratio(tmp_path):
         list(reader(tmp_path / "gold.spacy", tmp_path / "unmarked.spacy")(nlp))
 
 
-def test_distill_command_trains_a_student_from_its_teacher_and_resumes(teachers, tmp_path, capfd):
+def student_setup(flat, tmp_path):
+    """The tiny corpus, a word list and a character table; a student config (resume.cfg) with a
+    [flat_distillation] block; the teacher saved. RETURNS: (config, data folder, teacher path)."""
     import io
 
     from spacy_flat.cli.convert import convert
-    from spacy_flat.cli.main import main
 
     from .conftest import ROOT, TINY
-    from .test_resume import cli_args, overrides
 
-    flat, _ = teachers
     flat.to_disk(tmp_path / "teacher")
     data = tmp_path / "data"
     data.mkdir()
@@ -236,15 +235,60 @@ def test_distill_command_trains_a_student_from_its_teacher_and_resumes(teachers,
     config = tmp_path / "student.cfg"
     block = '\n[flat_distillation]\nteachers = ["nowhere"]\nsoft_weight = 0.7\ntemperature = 1.0\n'
     config.write_text((ROOT / "configs" / "resume.cfg").read_text(encoding="utf8") + block, encoding="utf8")
+    return config, data, tmp_path / "teacher"
+
+
+def test_distill_command_trains_a_student_from_its_teacher_and_resumes(teachers, tmp_path, capfd):
+    from spacy_flat.cli.main import main
+
+    from .test_resume import cli_args, overrides
+
+    flat, _ = teachers
+    config, data, teacher = student_setup(flat, tmp_path)
     values = cli_args(overrides(data, 12))
-    args = ["distill", str(config), "--output", str(tmp_path / "student"), "--teacher", str(tmp_path / "teacher")]
+    args = ["distill", str(config), "--output", str(tmp_path / "student"), "--teacher", str(teacher)]
     assert main([*args, *values]) == 0
     assert (tmp_path / "student" / "model-last" / "meta.json").exists()
     # Run again with more steps: it goes on from its checkpoint, the teacher set again.
     assert main([*args, *cli_args(overrides(data, 16))]) == 0
     out = capfd.readouterr().out
-    assert out.count(f"Teachers: {tmp_path / 'teacher'} (soft weight 0.7") == 2 and "Resuming from" in out
+    assert out.count(f"Teachers: {teacher} (soft weight 0.7") == 2 and "Resuming from" in out
     # A config without teachers is refused with its name.
     config.write_text(config.read_text(encoding="utf8").replace('["nowhere"]', "[]"), encoding="utf8")
     assert main(["distill", str(config), "--output", str(tmp_path / "none"), *values]) == 1
     assert "no teacher" in capfd.readouterr().err
+
+
+def test_distill_reads_silver_beside_gold_and_refuses_a_changed_silver_file(teachers, tmp_path, capfd):
+    from spacy.tokens import DocBin
+
+    from spacy_flat.cli.main import main
+
+    from .test_resume import cli_args, overrides
+
+    flat, _ = teachers
+    config, data, teacher = student_setup(flat, tmp_path)
+    text = config.read_text(encoding="utf8")
+    reader = '[corpora.train]\n@readers = "spacy.Corpus.v1"\npath = ${paths.train}\n'
+    assert reader in text
+    silver_reader = '[corpora.train]\n@readers = "spacy-flat.gold_and_silver.v1"\ngold = ${paths.train}\n'
+    silver_reader += f'silver = "{data / "silver.spacy"}"\nsilver_ratio = 0.5\n'
+    config.write_text(text.replace(reader, silver_reader), encoding="utf8")
+    silver = []
+    for line in [
+        "北京大学的王五去了上海。",
+        "华为公司在南京。",
+        "李四在北京工作。",
+        "张三去了上海大学。",
+        "王五在华为公司。",
+    ]:
+        doc = flat.make_doc(line)
+        doc.user_data[SILVER] = True
+        silver.append(doc)
+    DocBin(docs=silver, store_user_data=True).to_disk(data / "silver.spacy")
+    args = ["distill", str(config), "--output", str(tmp_path / "student"), "--teacher", str(teacher)]
+    assert main([*args, *cli_args(overrides(data, 8))]) == 0
+    DocBin(docs=silver[:4], store_user_data=True).to_disk(data / "silver.spacy")
+    capfd.readouterr()
+    assert main([*args, *cli_args(overrides(data, 12))]) == 1
+    assert f"corpus train file changed: {(data / 'silver.spacy').resolve()}" in capfd.readouterr().err

@@ -3,7 +3,7 @@ sentences in the ratio the config sets."""
 
 from itertools import islice
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional
+from typing import Callable, Iterable, Iterator, List, Optional
 
 from spacy.language import Language
 from spacy.training import Corpus, Example
@@ -11,6 +11,37 @@ from spacy.util import registry
 
 from ..errors import FlatError
 from ..pipeline.teaching import is_silver
+
+
+class GoldAndSilver:
+    """The gold examples, then up to `silver_ratio` silver examples per gold one,
+    taken in the silver file's order (which `silver` writes sure sentences in).
+
+    `paths` names the files read, so a resumed run can tell whether they changed.
+    """
+
+    def __init__(self, gold: Path, silver: Optional[Path], silver_ratio: float, max_length: int, limit: int) -> None:
+        if silver_ratio < 0:
+            raise ValueError(f"silver_ratio must be 0 or more, got {silver_ratio}")
+        self.gold = Corpus(gold, max_length=max_length, limit=limit)
+        self.silver = None if silver is None or silver_ratio == 0 else Corpus(silver, max_length=max_length)
+        self.silver_path = silver
+        self.silver_ratio = silver_ratio
+        self.paths: List[Path] = [Path(gold)] + ([Path(silver)] if self.silver is not None and silver else [])
+
+    def __call__(self, nlp: Language) -> Iterator[Example]:
+        gold_examples: List[Example] = list(self.gold(nlp))
+        yield from gold_examples
+        if self.silver is None:
+            return
+        wanted = round(self.silver_ratio * len(gold_examples))
+        for k, eg in enumerate(islice(self.silver(nlp), wanted)):
+            if not is_silver(eg.reference):
+                raise FlatError(
+                    f"{self.silver_path}: doc {k} is not marked silver; write the silver file with "
+                    "`python -m spacy_flat silver`"
+                )
+            yield eg
 
 
 @registry.readers("spacy-flat.gold_and_silver.v1")
@@ -21,8 +52,7 @@ def create_gold_and_silver(
     max_length: int = 0,
     limit: int = 0,
 ) -> Callable[[Language], Iterable[Example]]:
-    """The gold examples, then up to `silver_ratio` silver examples per gold one,
-    taken in the silver file's order (which `silver` writes sure sentences in).
+    """A student's training corpus: the gold corpus, then silver sentences (`GoldAndSilver`).
 
     gold (Path): The gold DocBin (or a directory of them), as spaCy's corpus reads it.
     silver (Optional[Path]): A DocBin written by `python -m spacy_flat silver`; None: gold only.
@@ -31,22 +61,4 @@ def create_gold_and_silver(
     limit (int): Read at most this many gold docs; 0 for all.
     RETURNS (Callable[[Language], Iterable[Example]]): The reader.
     """
-    if silver_ratio < 0:
-        raise ValueError(f"silver_ratio must be 0 or more, got {silver_ratio}")
-    gold_corpus = Corpus(gold, max_length=max_length, limit=limit)
-    silver_corpus = None if silver is None else Corpus(silver, max_length=max_length)
-
-    def read(nlp: Language) -> Iterable[Example]:
-        gold_examples: List[Example] = list(gold_corpus(nlp))
-        yield from gold_examples
-        if silver_corpus is None or silver_ratio == 0:
-            return
-        wanted = round(silver_ratio * len(gold_examples))
-        for k, eg in enumerate(islice(silver_corpus(nlp), wanted)):
-            if not is_silver(eg.reference):
-                raise FlatError(
-                    f"{silver}: doc {k} is not marked silver; write the silver file with `python -m spacy_flat silver`"
-                )
-            yield eg
-
-    return read
+    return GoldAndSilver(gold, silver, silver_ratio, max_length, limit)

@@ -150,8 +150,10 @@ class TorchTagger:
         if not rows:  # only empty docs: nothing to learn
             return 0.0, cast(Floats3d, scores * 0)
         emissions = xp_to_torch(scores, requires_grad=True, device=self.device)
-        filled = emissions[rows] if len(rows) < len(lengths) else emissions
-        mask = _padded([lengths[b] for b in rows], self.device)[:, : emissions.shape[1]]
+        # Cut to these rows' longest: the batch's longest row may be one without targets.
+        width = min(max(lengths[b] for b in rows), emissions.shape[1])
+        filled = (emissions[rows] if len(rows) < len(lengths) else emissions)[:, :width]
+        mask = _padded([lengths[b] for b in rows], self.device)[:, :width]
         loss = compute((filled, mask, rows)) / max(1, len(rows))
         (loss * weight).backward()
         assert emissions.grad is not None

@@ -87,7 +87,8 @@ def fingerprint(config: Config) -> Fingerprint:
     corpora = {"train": training["train_corpus"], "dev": training["dev_corpus"]}
     readers = resolve_dot_names(interpolated, list(corpora.values()))
     data = {split: _hash_corpus(reader) for split, reader in zip(corpora, readers)}
-    ignored = ("paths.", *(f"{dot_name}.path" for dot_name in corpora.values()))
+    # Where the data lies is left out: its content is compared (a reader's `path`, or a student's `gold` and `silver`).
+    ignored = ("paths.", *(f"{dot_name}.{key}" for dot_name in corpora.values() for key in ("path", "gold", "silver")))
     flat = {key: value for key, value in _flatten(interpolated) if not key.startswith(ignored)}
     return Fingerprint(flat, data, versions())
 
@@ -145,15 +146,17 @@ def _flatten(config: Dict[str, Any], prefix: str = "") -> Iterator[Tuple[str, An
 
 
 def _hash_corpus(reader: Any) -> Dict[str, str]:
-    """The sha256 of each file a `spacy.Corpus` reads (a file or a folder of .spacy files)."""
+    """The sha256 of each file a corpus reads: a `spacy.Corpus`'s `path` (a file or a folder of .spacy
+    files), or each of the `paths` of a reader that reads several (`spacy-flat.gold_and_silver.v1`)."""
     from spacy.training.corpus import FILE_TYPE, walk_corpus
 
-    path = getattr(reader, "path", None)
-    if path is None:
+    paths = getattr(reader, "paths", None) or ([reader.path] if getattr(reader, "path", None) is not None else [])
+    if not paths:
         raise ResumeRefusedError(
             f"cannot fingerprint the corpus reader {type(reader).__name__}: resuming needs readers with a `path`"
         )
-    return {str(Path(file).resolve()): sha256_file(Path(file)) for file in sorted(walk_corpus(path, FILE_TYPE))}
+    files = sorted(file for path in paths for file in walk_corpus(path, FILE_TYPE))
+    return {str(Path(file).resolve()): sha256_file(Path(file)) for file in files}
 
 
 def sha256_file(path: Path) -> str:
