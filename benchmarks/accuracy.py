@@ -28,9 +28,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from spacy.cli.train import train
+from spacy.language import Language
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import ROOT, SEEDS_COLUMNS, machine, markdown_table, paper_rows, seeds_row, spacy_ner_config, splits
@@ -170,6 +171,7 @@ def run(
     out: Path,
     gpu_id: int = -1,
     resumable: bool = False,
+    prepare: Optional[Callable[[Language], None]] = None,
 ) -> dict:
     overrides = {
         "paths.train": str(data["train"]),
@@ -183,7 +185,7 @@ def run(
         # Checkpoints in `out`: the same command run again goes on where a stopped run stood.
         out.parent.mkdir(parents=True, exist_ok=True)
         with (out.parent / f"{out.name}.log").open("a", encoding="utf8") as log:
-            resumable_train(config, out, overrides=overrides, use_gpu=gpu_id, stdout=log, stderr=log)
+            resumable_train(config, out, overrides=overrides, use_gpu=gpu_id, stdout=log, stderr=log, prepare=prepare)
     else:
         train(config, out, overrides=overrides, use_gpu=gpu_id)
     seconds = time.perf_counter() - start
