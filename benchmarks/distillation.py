@@ -174,7 +174,7 @@ def main() -> None:
             for s in args.seeds
         ]
         rows.append(seeds_row(f"student {base.name}: {variant}", results))
-    print(f"Machine: {machine()}; load average {load_average()}\n")
+    print(f"Machine: {machine()}; {load_average()}\n")
     print(
         f"Dataset: {args.dataset}, students {args.epochs} epochs, seeds {args.seeds}, soft weight "
         f"{args.soft_weight}, temperature {args.temperature}, silver ratio {args.silver_ratio}\n"

@@ -43,6 +43,9 @@ class SilverReport:
     def summary(self, sentence_filter: SentenceFilter) -> Dict[str, Any]:
         dropped = Counter(self.dropped)
         dropped.update(sentence_filter.dropped)
+        unjudged = self.read - self.judged - self.dropped["longer than max_length"]
+        if unjudged:
+            dropped["read after max_sentences was reached"] = unjudged
         return {
             "documents": sum(self.sources.documents.values()),
             "skipped_records": dict(self.sources.skipped),
