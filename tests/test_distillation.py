@@ -264,31 +264,32 @@ def test_distill_reads_silver_beside_gold_and_refuses_a_changed_silver_file(teac
 
     from spacy_flat.cli.main import main
 
+    from .conftest import ROOT
     from .test_resume import cli_args, overrides
 
     flat, _ = teachers
-    config, data, teacher = student_setup(flat, tmp_path)
-    text = config.read_text(encoding="utf8")
-    reader = '[corpora.train]\n@readers = "spacy.Corpus.v1"\npath = ${paths.train}\n'
-    assert reader in text
-    silver_reader = '[corpora.train]\n@readers = "spacy-flat.gold_and_silver.v1"\ngold = ${paths.train}\n'
-    silver_reader += f'silver = "{data / "silver.spacy"}"\nsilver_ratio = 0.5\n'
-    config.write_text(text.replace(reader, silver_reader), encoding="utf8")
+    _, data, teacher = student_setup(flat, tmp_path)
     silver = []
-    for line in [
+    lines = [
         "北京大学的王五去了上海。",
         "华为公司在南京。",
         "李四在北京工作。",
         "张三去了上海大学。",
         "王五在华为公司。",
-    ]:
+    ]
+    for line in lines:
         doc = flat.make_doc(line)
         doc.user_data[SILVER] = True
         silver.append(doc)
     DocBin(docs=silver, store_user_data=True).to_disk(data / "silver.spacy")
-    args = ["distill", str(config), "--output", str(tmp_path / "student"), "--teacher", str(teacher)]
+    # A config without [flat_distillation]: the command's options make it.
+    args = ["distill", str(ROOT / "configs" / "resume.cfg"), "--output", str(tmp_path / "student")]
+    args += ["--teacher", str(teacher), "--soft-weight", "0.3", "--silver", str(data / "silver.spacy")]
+    args += ["--silver-ratio", "0.5"]
     assert main([*args, *cli_args(overrides(data, 8))]) == 0
+    written = (tmp_path / "student" / "distill.cfg").read_text(encoding="utf8")
+    assert "spacy-flat.gold_and_silver.v1" in written and "soft_weight = 0.3" in written
+    assert "soft weight 0.3" in capfd.readouterr().out
     DocBin(docs=silver[:4], store_user_data=True).to_disk(data / "silver.spacy")
-    capfd.readouterr()
     assert main([*args, *cli_args(overrides(data, 12))]) == 1
     assert f"corpus train file changed: {(data / 'silver.spacy').resolve()}" in capfd.readouterr().err

@@ -31,6 +31,10 @@ def add_commands(commands: Any) -> None:
         default=None,
         help="a teacher pipeline (repeat for an ensemble); replaces the config's [flat_distillation] teachers",
     )
+    distill.add_argument("--soft-weight", type=float, default=None, help="α, the soft loss's share on gold docs")
+    distill.add_argument("--temperature", type=float, default=None, help="divides both CRFs' potentials")
+    distill.add_argument("--silver", type=Path, default=None, help="silver sentences (from `silver`) beside the gold")
+    distill.add_argument("--silver-ratio", type=float, default=1.0, help="silver sentences per gold one")
     distill.set_defaults(run=run_distill, takes_overrides=True)
 
 
@@ -66,7 +70,9 @@ def run_train(args: argparse.Namespace, extra: Sequence[str]) -> None:
 
 
 def run_distill(args: argparse.Namespace, extra: Sequence[str]) -> None:
-    """Train a student with its teachers set on it, from the config's [flat_distillation] block."""
+    """Train a student with its teachers set on it. The options complete the config's
+    [flat_distillation] block (and, with --silver, its training corpus) into `OUTPUT/distill.cfg`,
+    the config the run trains with, so the same command run again goes on from its checkpoints."""
     from spacy.util import load_config
 
     from ..distillation.settings import DistillationSettings
@@ -74,10 +80,9 @@ def run_distill(args: argparse.Namespace, extra: Sequence[str]) -> None:
     from ..training.loop import CheckpointSettings, train
 
     overrides = _overrides(extra)
-    if args.teacher:
-        overrides["flat_distillation.teachers"] = list(args.teacher)
-    config = load_config(args.config, overrides=overrides, interpolate=True)
-    settings = DistillationSettings.from_config(dict(config.get("flat_distillation", {})), str(args.config))
+    config_path = student_config(args)
+    config = load_config(config_path, overrides=overrides, interpolate=True)
+    settings = DistillationSettings.from_config(dict(config["flat_distillation"]), str(args.config))
 
     def prepare(nlp: Any) -> None:
         try:
@@ -89,4 +94,34 @@ def run_distill(args: argparse.Namespace, extra: Sequence[str]) -> None:
         print(f"ℹ Soft targets cached per segment ({type(cache.teacher).__name__})")
 
     checkpoints = CheckpointSettings(steps=args.checkpoint_steps, minutes=args.checkpoint_minutes, keep=args.keep)
-    train(args.config, args.output, overrides=overrides, use_gpu=args.gpu_id, settings=checkpoints, prepare=prepare)
+    train(config_path, args.output, overrides=overrides, use_gpu=args.gpu_id, settings=checkpoints, prepare=prepare)
+
+
+def student_config(args: argparse.Namespace) -> Path:
+    """Write `OUTPUT/distill.cfg`: the student's config with the command's teachers, weight,
+    temperature and silver corpus. RETURNS (Path): Its path."""
+    from thinc.api import Config
+
+    if not args.config.exists():
+        raise FlatError(f"{args.config}: no such config")
+    config = Config().from_disk(args.config, interpolate=False)
+    block = dict(config.get("flat_distillation", {}))
+    if args.teacher:
+        block["teachers"] = list(args.teacher)
+    for key in ("soft_weight", "temperature"):
+        if getattr(args, key) is not None:
+            block[key] = getattr(args, key)
+    config["flat_distillation"] = block
+    if args.silver is not None:
+        train = config["corpora"]["train"]
+        config["corpora"]["train"] = {
+            "@readers": "spacy-flat.gold_and_silver.v1",
+            "gold": train.get("path", "${paths.train}"),
+            "silver": str(args.silver),
+            "silver_ratio": args.silver_ratio,
+            "max_length": train.get("max_length", 0),
+        }
+    args.output.mkdir(parents=True, exist_ok=True)
+    path = args.output / "distill.cfg"
+    config.to_disk(path)
+    return path
