@@ -1,7 +1,8 @@
-"""Reading files that may be xz-, gzip- or bz2-compressed, by their suffix."""
+"""Reading files that may be xz-, gzip- or bz2-compressed, by their suffix, and digests of files."""
 
 import bz2
 import gzip
+import hashlib
 import lzma
 from pathlib import Path
 from typing import IO, cast
@@ -33,3 +34,12 @@ def open_binary(path: Path) -> IO[bytes]:
     if suffix == ".bz2":
         return cast(IO[bytes], bz2.open(path, "rb"))
     return path.open("rb")
+
+
+def file_digest(path: Path, algorithm: str) -> str:
+    """RETURNS (str): The hex digest of a file's content (`algorithm` as hashlib names it), read in 1 MB blocks."""
+    digest = hashlib.new(algorithm)
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -7,21 +7,18 @@ makes the mismatch an error that names the file, run before conversion.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import List
 
 import srsly
 
 from ..errors import AssetError
+from ..files import file_digest
 
 
 def md5sum(path: Path) -> str:
-    digest = hashlib.md5()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """RETURNS (str): The hex md5 of a file's content, as project.yml's checksums give it."""
+    return file_digest(path, "md5")
 
 
 def verify_assets(project_dir: Path, prefix: str) -> List[Path]:

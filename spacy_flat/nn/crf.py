@@ -198,6 +198,19 @@ class ConstrainedCRF(CRF):
             paths.append(tags)
         return paths
 
+    def _host_potentials(
+        self, emissions: torch.Tensor, mask: torch.Tensor, temperature: float
+    ) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray, numpy.ndarray, numpy.ndarray]:
+        """Emissions, row lengths, transitions, starts and ends as float64 NumPy, divided by the temperature."""
+        with torch.no_grad():
+            return (
+                emissions.double().cpu().numpy() / temperature,
+                mask.sum(1).cpu().numpy(),
+                self.transitions.double().cpu().numpy() / temperature,
+                self.start_transitions.double().cpu().numpy() / temperature,
+                self.end_transitions.double().cpu().numpy() / temperature,
+            )
+
     def marginals(self, emissions: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> List[numpy.ndarray]:
         """Each row's tag marginals p_t(y), (length, n_tags) float32, by the same
         float64 forward-backward as `run_probabilities` (no gradient): a teacher's
@@ -207,12 +220,7 @@ class ConstrainedCRF(CRF):
         mask (torch.Tensor): (batch, length) bool, each row a prefix of True.
         temperature (float): Every potential is divided by it.
         """
-        with torch.no_grad():
-            scores = emissions.double().cpu().numpy() / temperature
-            lengths = mask.sum(1).cpu().numpy()
-            trans = self.transitions.double().cpu().numpy() / temperature
-            start = self.start_transitions.double().cpu().numpy() / temperature
-            end = self.end_transitions.double().cpu().numpy() / temperature
+        scores, lengths, trans, start, end = self._host_potentials(emissions, mask, temperature)
         alpha, beta, log_z = forward_backward(scores, lengths, trans, start, end)
         probs = numpy.exp(alpha + beta - log_z[:, None, None])
         return [probs[b, :n].astype("float32") for b, n in enumerate(lengths)]
@@ -236,12 +244,7 @@ class ConstrainedCRF(CRF):
             1.0 is the trained CRF's own distribution.
         RETURNS (List[List[float]]): Per row, the probability of each run.
         """
-        with torch.no_grad():
-            scores = emissions.double().cpu().numpy() / temperature
-            lengths = mask.sum(1).cpu().numpy()
-            trans = self.transitions.double().cpu().numpy() / temperature
-            start = self.start_transitions.double().cpu().numpy() / temperature
-            end = self.end_transitions.double().cpu().numpy() / temperature
+        scores, lengths, trans, start, end = self._host_potentials(emissions, mask, temperature)
         alpha, beta, log_z = forward_backward(scores, lengths, trans, start, end)
         out: List[List[float]] = []
         for b, row_runs in enumerate(runs):

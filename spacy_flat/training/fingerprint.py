@@ -16,7 +16,6 @@ The `[paths]` section and the corpora's `path` settings are left out of the comp
 compared by the sha256 of the files' content, so moving the files is allowed and changing them is not.
 """
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
@@ -25,6 +24,7 @@ from spacy.util import load_model_from_config, resolve_dot_names
 from thinc.api import Config
 
 from ..errors import FlatError
+from ..files import file_digest
 
 ALLOWED_ON_RESUME = (
     "training.max_steps",
@@ -161,11 +161,7 @@ def _hash_corpus(reader: Any) -> Dict[str, str]:
 
 def sha256_file(path: Path) -> str:
     """RETURNS (str): The hex sha256 of a file's content."""
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_digest(path, "sha256")
 
 
 def _short(digest: Any) -> str:
