@@ -6,15 +6,18 @@ from __future__ import annotations
 import shutil
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, List
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Protocol
 
 import srsly
+from spacy.language import Language
+from spacy.training import Example
 from spacy.training.loop import DIR_MODEL_BEST
+from thinc.api import Optimizer
 
 from . import randomness
 from .batches import BatchStream
-from .checkpoints import Checkpoint
-from .fingerprint import ResumeRefusedError
+from .checkpoints import Checkpoint, CheckpointStore
+from .fingerprint import Fingerprint, ResumeRefusedError
 from .optimizer_state import (
     grad_scaler_state,
     optimizer_state,
@@ -24,11 +27,26 @@ from .optimizer_state import (
 )
 from .state import MODEL, OPTIMIZER, RANDOM, LoopState, device_name, read_state, replace_dir, write_state
 
-if TYPE_CHECKING:
-    from .loop import TrainingRun
+
+class Run(Protocol):
+    """What of a training process (`loop.TrainingRun`) a checkpoint saves and restores."""
+
+    nlp: Language
+    output: Path
+    store: CheckpointStore
+    fingerprint: Fingerprint
+    gpu: int
+    seed: Optional[int]
+    T: Dict[str, Any]
+    train_corpus: Callable[[Language], Iterable[Example]]
+    optimizer: Optimizer
+    dropouts: Iterator[float]
+    state: LoopState
+    stream: Optional[BatchStream]
+    last_checkpoint: int
 
 
-def save_checkpoint(run: TrainingRun) -> Checkpoint:
+def save_checkpoint(run: Run) -> Checkpoint:
     """Write everything `run` needs to go on after its last step, atomically (`CheckpointStore.write`)."""
     assert run.stream is not None
     now = randomness.capture()
@@ -65,7 +83,7 @@ def save_checkpoint(run: TrainingRun) -> Checkpoint:
     return run.store.write(run.state.steps, fill)
 
 
-def restore_run(run: TrainingRun, checkpoint: Checkpoint, *, replay_check: bool) -> List[str]:
+def restore_run(run: Run, checkpoint: Checkpoint, *, replay_check: bool) -> List[str]:
     """Bring `run` (fresh from `init_nlp`) to where `checkpoint` left it.
 
     RETURNS (List[str]): What could not be restored exactly.
