@@ -293,3 +293,45 @@ def test_distill_reads_silver_beside_gold_and_refuses_a_changed_silver_file(teac
     DocBin(docs=silver[:4], store_user_data=True).to_disk(data / "silver.spacy")
     assert main([*args, *cli_args(overrides(data, 12))]) == 1
     assert f"corpus train file changed: {(data / 'silver.spacy').resolve()}" in capfd.readouterr().err
+
+
+def test_teaching_loss_is_the_weighted_sum_of_gold_and_soft_losses_and_gradients(teachers):
+    """(1 - α) gold + α soft on gold rows, soft alone on silver rows: the values and the score
+    gradients equal the three losses computed apart and weighted by hand."""
+    import torch
+
+    flat, _ = teachers
+    student = build_small(steps=5, seed=7)
+    ner = student.get_pipe("flat_ner")
+    tagger = ner.tagger
+    examples = tiny_examples(student)[:4]
+    silver_doc = student.make_doc("北京大学的王五去了上海。")
+    silver_doc.user_data[SILVER] = True
+    examples.append(Example(student.make_doc(silver_doc.text), silver_doc))
+    segments, gold = ner._training_segments(examples)
+    assert gold[-1] == [] and all(gold[:-1])
+    scores = ner.model.predict(segments)
+    teacher = CachedTargets(PipelineTeacher(flat))
+    targets = teacher.targets(segments)
+    alpha = 0.3
+    crf = tagger.module.crf
+
+    def crf_grad_of(run):
+        for param in tagger.module.parameters():
+            param.grad = None
+        result = run()
+        return result, crf.raw_transitions.grad.clone()
+
+    (loss, d_scores), crf_grad = crf_grad_of(
+        lambda: Teaching(teacher, weight=alpha).loss(tagger, segments, scores, gold)
+    )
+    (gold_loss, d_gold), g_gold = crf_grad_of(lambda: tagger.loss(scores, gold))
+    on_gold = [t if g else None for t, g in zip(targets, gold)]
+    on_silver = [None if g else t for t, g in zip(targets, gold)]
+    (soft_gold, d_soft_gold), g_soft_gold = crf_grad_of(lambda: tagger.soft_loss(scores, on_gold))
+    (soft_silver, d_soft_silver), g_soft_silver = crf_grad_of(lambda: tagger.soft_loss(scores, on_silver))
+    assert loss == pytest.approx((1 - alpha) * gold_loss + alpha * soft_gold + soft_silver, rel=1e-6)
+    want = (1 - alpha) * d_gold + alpha * d_soft_gold + d_soft_silver
+    assert numpy.allclose(d_scores, want, atol=1e-6)
+    # The CRF's own gradients are weighted the same way.
+    assert torch.allclose(crf_grad, (1 - alpha) * g_gold + alpha * g_soft_gold + g_soft_silver, atol=1e-5)
