@@ -18,7 +18,7 @@ from ..nn.crf import FORBIDDEN, ConstrainedCRF
 from ..nn.encoder import FlatTagger
 from ..nn.posteriors import soft_target_loss
 from ..settings import FlatSettings
-from .arrays import xp_to_torch
+from .arrays import host_emissions, xp_to_torch
 from .shim import InPlacePyTorchShim
 
 # A loss's input: the emissions of the rows that have targets, their mask, and their row numbers.
@@ -196,30 +196,32 @@ class TorchTagger:
         forbidden (Optional[numpy.ndarray]): (rows, chars, tags) bool: tags a
             character may not take (`BoundaryRules`); the best path under them is found.
         """
-        out: List[List[int]] = [[] for _ in lengths]
-        for rows in length_buckets(lengths):
-            emissions, mask = self._constrained(scores, lengths, forbidden, rows)
-            for b, ids in zip(rows, self.module.decode(emissions, mask)):
-                out[b] = ids
-        return out
+        paths = self.best_paths(scores, lengths, forbidden)
+        return [paths[b, :n].tolist() for b, n in enumerate(lengths)]
 
-    def run_probabilities(
+    def best_paths(
+        self, scores: Floats3d, lengths: Sequence[int], forbidden: Optional[numpy.ndarray] = None
+    ) -> numpy.ndarray:
+        """Viterbi tag ids of every row at once, (rows, width) int32, each row's valid
+        to its length: one recursion over the batch on the host, no bucket tensors."""
+        return self._crf.best_paths(host_emissions(scores, forbidden), numpy.asarray(lengths, dtype="int64"))
+
+    def span_probabilities(
         self,
         scores: Floats3d,
         lengths: Sequence[int],
         forbidden: Optional[numpy.ndarray],
-        runs: Sequence[Sequence[Tuple[int, Sequence[int]]]],
+        runs: Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray, numpy.ndarray],
         temperature: float = 1.0,
-    ) -> List[List[float]]:
-        """The CRF's probability of each (start, tag ids) run per row, under the
-        same constraints as `decode` (`ConstrainedCRF.run_probabilities`)."""
-        out: List[List[float]] = [[] for _ in lengths]
-        crf = self._crf
-        for rows in length_buckets([length if runs[b] else 0 for b, length in enumerate(lengths)]):
-            emissions, mask = self._constrained(scores, lengths, forbidden, rows)
-            for b, probs in zip(rows, crf.run_probabilities(emissions, mask, [runs[b] for b in rows], temperature)):
-                out[b] = probs
-        return out
+    ) -> numpy.ndarray:
+        """The CRF's probability of each run of tags under `decode`'s constraints, for
+        the whole batch at once (`ConstrainedCRF.span_probabilities`).
+
+        runs: (row, first, end, tags): each run's row and [first, end), and the
+            (rows, width) tag ids they are read from. RETURNS: (runs,) float64.
+        """
+        emissions = host_emissions(scores, forbidden)
+        return self._crf.span_probabilities(emissions, numpy.asarray(lengths, dtype="int64"), runs, temperature)
 
     def _constrained(
         self, scores: Floats3d, lengths: Sequence[int], forbidden: Optional[numpy.ndarray], rows: List[int]

@@ -1,0 +1,78 @@
+"""The CPU stages of decoding, done as array work over whole batches, give
+exactly what the per-row code they replace gave: Viterbi, entity spans and
+entity probabilities."""
+
+import numpy
+import pytest
+import torch
+import torchcrf
+
+from spacy_flat.decoding.tag_runs import tag_runs
+from spacy_flat.decoding.tags import TagSet
+from spacy_flat.nn.crf import FORBIDDEN, ConstrainedCRF
+
+
+def toy_crf(labels=("A", "B", "C")):
+    tags = TagSet(labels)
+    crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends())
+    with torch.no_grad():
+        crf.raw_transitions.normal_(generator=torch.Generator().manual_seed(2))
+    return tags, crf
+
+
+def toy_batch(n_tags, seed, rows=12, width=40, scale=3.0):
+    gen = numpy.random.default_rng(seed)
+    lengths = gen.integers(0, width + 1, rows)
+    lengths[0] = width
+    scores = (gen.normal(size=(rows, width, n_tags)) * scale).astype("float32")
+    forbidden = gen.random((rows, width, n_tags)) < 0.15
+    forbidden[..., 0] = False  # O is never forbidden
+    return scores, lengths, forbidden
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_viterbi_over_the_batch_equals_pytorch_crf_row_by_row(seed):
+    tags, crf = toy_crf()
+    scores, lengths, forbidden = toy_batch(len(tags), seed)
+    masked = numpy.where(forbidden, numpy.float32(FORBIDDEN), scores)
+    paths = crf.best_paths(masked, lengths)
+    for b, n in enumerate(lengths):
+        if n:
+            mask = torch.ones(1, n, dtype=torch.bool)
+            (expected,) = torchcrf.CRF.decode(crf, torch.from_numpy(masked[b : b + 1, :n]), mask=mask)
+            assert paths[b, :n].tolist() == expected, (seed, b)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tag_runs_equal_tag_set_decode(seed):
+    tags, crf = toy_crf()
+    scores, lengths, _ = toy_batch(len(tags), seed)
+    paths = crf.best_paths(scores, lengths)
+    # Rows that are no valid sequence are read as TagSet.decode reads them.
+    paths[1, :3] = [tags.index["B-A"], 0, tags.index["U-C"]]
+    lengths[1] = max(lengths[1], 3)
+    row, first, end, label = tag_runs(tags.labels).runs(paths, lengths)
+    found = [[] for _ in lengths]
+    for r, s, e, k in zip(row.tolist(), first.tolist(), end.tolist(), label.tolist()):
+        found[r].append((s, e, tags.labels[k]))
+    assert found == [tags.decode(paths[b, :n].tolist()) for b, n in enumerate(lengths)]
+
+
+@pytest.mark.parametrize("seed,scale", [(0, 3.0), (1, 3.0), (2, 400.0)])
+@pytest.mark.parametrize("temperature", [1.0, 1.7])
+def test_span_probabilities_equal_run_probabilities_row_by_row(seed, scale, temperature):
+    """scale 400: emission gaps past float64's range take the log-space fallback."""
+    tags, crf = toy_crf()
+    scores, lengths, forbidden = toy_batch(len(tags), seed, scale=scale)
+    masked = numpy.where(forbidden, numpy.float32(FORBIDDEN), scores)
+    paths = crf.best_paths(masked, lengths)
+    row, first, end, _ = tag_runs(tags.labels).runs(paths, lengths)
+    probs = crf.span_probabilities(masked, lengths, (row, first, end, paths), temperature)
+    for b, n in enumerate(lengths):
+        mine = [(s, e) for r, s, e in zip(row, first, end) if r == b]
+        if not mine:
+            continue
+        runs = [[(s, paths[b, s:e].tolist()) for s, e in mine]]
+        emissions, mask = torch.from_numpy(masked[b : b + 1, :n]), torch.ones(1, n, dtype=torch.bool)
+        (expected,) = crf.run_probabilities(emissions, mask, runs, temperature)
+        numpy.testing.assert_allclose(probs[row == b], expected, rtol=1e-9, atol=1e-12)
