@@ -1,15 +1,87 @@
-"""The CPU stages of decoding, done as array work over whole batches, give
-exactly what the per-row code they replace gave: Viterbi, entity spans and
-entity probabilities."""
+"""The CPU stages of inference, done as array work over whole batches, give
+exactly what the per-row, per-character code they replace gave, on real text
+(Resume and Weibo test sentences, joined by line breaks and spaces, with Latin,
+digits, punctuation, emoji and full-width forms): code points to character rows
+and boundary masks, Viterbi, entity spans and entity probabilities."""
+
+import pickle
+import random
+from typing import List
 
 import numpy
 import pytest
 import torch
 import torchcrf
 
+from spacy_flat.cli.convert import ConversionReport, read_conll
+from spacy_flat.decoding.boundaries import BoundaryRules, _Masks
 from spacy_flat.decoding.tag_runs import tag_runs
 from spacy_flat.decoding.tags import TagSet
+from spacy_flat.lattice.char_vocab import CharVocab
+from spacy_flat.lattice.lexicon import Lexicon
 from spacy_flat.nn.crf import FORBIDDEN, ConstrainedCRF
+
+from .conftest import SHARED, needs_shared
+
+HOSTILE = ["", "a", "😀张三在Ａ公司\u3000工作 \t１２３！", "\n\n", "Ｉｎｔｅｌ公司。\r\n", "x\ud800y"]
+SEPARATORS = ["\n", " ", "\r\n", "\u3000", "", "  "]
+
+
+def real_texts(limit: int = 120) -> List[str]:
+    """Resume and Weibo test sentences, three at a time joined by separators, and hostile texts."""
+    sentences = []
+    for path in (SHARED / "data/resume/test.char.bmes", SHARED / "data/weibo/weiboNER_2nd_conll.test"):
+        read = read_conll(path, report=ConversionReport(path))
+        sentences.extend("".join(s.chars) for s in read)
+    rng = random.Random(0)
+    rng.shuffle(sentences)
+    groups = range(min(limit, len(sentences) // 3))
+    joined = [SEPARATORS[k % len(SEPARATORS)].join(sentences[3 * k : 3 * k + 3]) for k in groups]
+    return joined + HOSTILE
+
+
+def text_lexicon(texts: List[str]) -> Lexicon:
+    """Words cut from the texts themselves: many matches, overlapping, of every length."""
+    rng = random.Random(1)
+    words = []
+    for text in texts:
+        for _ in range(len(text) // 3):
+            start = rng.randrange(max(1, len(text) - 1))
+            words.append(text[start : start + rng.choice((2, 2, 3, 4))])
+    # murmurhash encodes words as UTF-8, which has no lone surrogates.
+    return Lexicon(w for w in words if not any("\ud800" <= c <= "\udfff" for c in w))
+
+
+@needs_shared
+def test_character_rows_equal_a_lookup_per_character():
+    texts = real_texts()
+    vocab = CharVocab(["张", "三", "a", "1", "，", "。"])
+    reference = CharVocab(vocab.entries)
+    joined = "".join(texts)
+    assert vocab.rows(joined).tolist() == [reference.row(c) for c in joined]
+    assert pickle.loads(pickle.dumps(vocab)).rows(joined).tolist() == vocab.rows(joined).tolist()
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    "rules",
+    [
+        BoundaryRules(),
+        BoundaryRules(True, True, True, "《(", "》!)"),
+        BoundaryRules(space_inside=True, symbol_ends="。"),
+    ],
+)
+def test_boundary_masks_equal_the_rules_per_character(rules):
+    texts = real_texts()
+    tags = TagSet(["LOC", "ORG", "PER"])
+    width = max(len(t) for t in texts) + 3
+    masks = _Masks(rules, tags.tags)
+    expected = numpy.zeros((len(texts), width, len(tags)), dtype=bool)
+    for r, text in enumerate(texts):
+        for k, char in enumerate(text):
+            expected[r, k] = masks._forbid(char)
+    numpy.testing.assert_array_equal(rules.forbidden(texts, tags, width), expected)
+    numpy.testing.assert_array_equal(rules.forbidden(iter(texts[:5]), tags, width)[:5], expected[:5])
 
 
 def toy_crf(labels=("A", "B", "C")):
