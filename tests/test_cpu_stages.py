@@ -2,7 +2,8 @@
 exactly what the per-row, per-character code they replace gave, on real text
 (Resume and Weibo test sentences, joined by line breaks and spaces, with Latin,
 digits, punctuation, emoji and full-width forms): code points to character rows
-and boundary masks, Viterbi, entity spans and entity probabilities."""
+and boundary masks, lattice matching and features, Viterbi, entity spans and
+entity probabilities, and the whole component."""
 
 import pickle
 import random
@@ -18,6 +19,8 @@ from spacy_flat.decoding.boundaries import BoundaryRules, _Masks
 from spacy_flat.decoding.tag_runs import tag_runs
 from spacy_flat.decoding.tags import TagSet
 from spacy_flat.lattice.char_vocab import CharVocab
+from spacy_flat.lattice.features import featurize, hash_rows
+from spacy_flat.lattice.flat_lattice import build_lattice
 from spacy_flat.lattice.lexicon import Lexicon
 from spacy_flat.nn.crf import FORBIDDEN, ConstrainedCRF
 
@@ -84,6 +87,33 @@ def test_boundary_masks_equal_the_rules_per_character(rules):
     numpy.testing.assert_array_equal(rules.forbidden(iter(texts[:5]), tags, width)[:5], expected[:5])
 
 
+@needs_shared
+@pytest.mark.parametrize("max_words", [-1, 0, 3])
+def test_batch_features_equal_the_lattices_built_text_by_text(max_words):
+    texts = [t for t in real_texts(60) if t]
+    lexicon = text_lexicon(texts)
+    vocab = CharVocab(sorted(set("".join(texts)))[:500])
+    batch = featurize(texts, lexicon, vocab, word_rows=97, max_words=max_words)
+    lattices = [build_lattice(t, lexicon, max_words=max_words) for t in texts]
+    width = max(len(lat) for lat in lattices)
+    assert batch.heads.shape == (len(texts), width)
+    words = []
+    for b, (text, lat) in enumerate(zip(texts, lattices)):
+        found = lexicon.matches(text) if max_words else []
+        if 0 <= max_words < len(found):
+            found = sorted(sorted(found, key=lambda m: (m[1] - m[0], m[0]))[:max_words])
+        assert lat.word_rows.tolist() == [row for _, _, row in found]
+        assert batch.heads[b, : len(lat)].tolist() == lat.heads.tolist()
+        assert batch.tails[b, : len(lat)].tolist() == lat.tails.tolist()
+        assert batch.token_mask[b].sum() == len(lat) and batch.char_mask[b].sum() == lat.n_chars
+        words.extend(text[h : t + 1] for h, t, _ in found)
+    numpy.testing.assert_array_equal(batch.word_hashes, hash_rows(words, 97))
+    numpy.testing.assert_array_equal(batch.char_rows, numpy.concatenate([vocab.rows(t) for t in texts]))
+    starts = numpy.arange(len(texts)) * width
+    expected = numpy.concatenate([s + numpy.arange(len(t)) for s, t in zip(starts, texts)])
+    numpy.testing.assert_array_equal(batch.char_index, expected)
+
+
 def toy_crf(labels=("A", "B", "C")):
     tags = TagSet(labels)
     crf = ConstrainedCRF(len(tags), tags.allowed_transitions(), tags.allowed_starts(), tags.allowed_ends())
@@ -148,3 +178,41 @@ def test_span_probabilities_equal_run_probabilities_row_by_row(seed, scale, temp
         emissions, mask = torch.from_numpy(masked[b : b + 1, :n]), torch.ones(1, n, dtype=torch.bool)
         (expected,) = crf.run_probabilities(emissions, mask, runs, temperature)
         numpy.testing.assert_allclose(probs[row == b], expected, rtol=1e-9, atol=1e-12)
+
+
+def reference_predictions(ner, docs):
+    """What the component predicted before its stages were batched: per-character
+    masks, pytorch-crf's Viterbi and TagSet.decode per row, per-run probabilities."""
+    segments, plans = ner.segmenter.segments(docs)
+    scores = ner.model.predict(segments)
+    masks, crf = _Masks(ner.boundary_rules, ner.tag_set.tags), ner.tagger.module.crf
+    found = []
+    for b, segment in enumerate(segments):
+        n = len(segment)
+        if not n:
+            found.append([])
+            continue
+        forbid = torch.from_numpy(numpy.stack([masks._forbid(c) for c in segment.text]))[None]
+        emissions = torch.from_numpy(numpy.ascontiguousarray(scores[b : b + 1, :n])).masked_fill(forbid, FORBIDDEN)
+        mask = torch.ones(1, n, dtype=torch.bool)
+        (ids,) = torchcrf.CRF.decode(crf, emissions, mask=mask)
+        spans = ner.tag_set.decode(ids)
+        probs = crf.run_probabilities(emissions, mask, [[(s, ids[s:e]) for s, e, _ in spans]])[0] if spans else []
+        found.append([(s, e, label, p) for (s, e, label), p in zip(spans, probs)])
+    return ner.segmenter.merge(plans, found)
+
+
+@needs_shared
+@pytest.mark.parametrize("window_size", [512, 48])
+def test_the_component_predicts_what_the_row_by_row_stages_did(trained_nlp, window_size):
+    nlp = pickle.loads(pickle.dumps(trained_nlp))
+    ner = nlp.get_pipe("flat_ner")
+    ner.cfg["window_size"] = window_size
+    # spaCy's strings are UTF-8: no lone surrogates in a Doc.
+    docs = [nlp.make_doc(text) for text in real_texts(40) if "\ud800" not in text]
+    expected = reference_predictions(ner, docs)
+    predicted = ner.predict(docs)
+    assert any(expected)
+    assert [[s[:3] for s in doc] for doc in predicted] == [[s[:3] for s in doc] for doc in expected]
+    for ours, theirs in zip(predicted, expected):
+        numpy.testing.assert_allclose([s[3] for s in ours], [s[3] for s in theirs], rtol=0, atol=1e-6)
