@@ -7,7 +7,10 @@ from typing import Sequence, Tuple
 
 import numpy
 
-from .lexicon import NO_MATCHES, Lexicon
+from .lexicon import Lexicon
+
+# No words: heads, tails and rows.
+NO_MATCHES = (numpy.zeros(0, dtype="int64"),) * 3
 
 
 @dataclass(frozen=True)
@@ -56,9 +59,9 @@ def lattice_words(text: str, lexicon: Lexicon, max_words: int = -1) -> Tuple[num
     """RETURNS (Tuple[numpy.ndarray, ...]): The heads, tails and lexicon rows of
     the words of `text`'s lattice (`build_lattice`), sorted by head, then tail."""
     # max_words = 0 (TENER): no lattice words, and no matching to find them.
-    if max_words == 0:
+    if max_words == 0 or not len(lexicon) or len(text) < 2:
         return NO_MATCHES
-    heads, tails, rows = lexicon.match_arrays(text)
+    heads, tails, rows = lexicon.matcher.find_arrays(text)
     if 0 <= max_words < len(rows):
         # Long words are rare and cover few useful entities, so drop them first.
         kept = numpy.lexsort((heads, tails - heads))[:max_words]
@@ -69,7 +72,9 @@ def lattice_words(text: str, lexicon: Lexicon, max_words: int = -1) -> Tuple[num
 
 def batch_words(texts: Sequence[str], lexicon: Lexicon, max_words: int = -1) -> Tuple[numpy.ndarray, ...]:
     """The lattice words of every text, concatenated: heads, tails, rows, and
-    each text's number of words."""
+    each text's number of words. Without a cap, the batch is matched in one pass."""
+    if max_words < 0 and len(lexicon) and texts:
+        return lexicon.matcher.find_batch(texts)
     found = [lattice_words(text, lexicon, max_words) for text in texts]
     counts = numpy.asarray([len(rows) for _, _, rows in found], dtype="int64")
     if not found:

@@ -14,7 +14,6 @@ from .vectors import unit_rows
 
 # Types are bits of one int64 per word, so a word may have several.
 MAX_TYPES = 63
-NO_MATCHES = (numpy.zeros(0, dtype="int64"),) * 3
 
 
 class Lexicon:
@@ -227,16 +226,16 @@ class Lexicon:
         RETURNS (List[Tuple[int, int, int]]): (head, tail, row) per occurrence, head and
             tail the positions of its first and last character, sorted by head, then tail.
         """
-        heads, tails, rows = self.match_arrays(text)
-        return list(zip(heads.tolist(), tails.tolist(), rows.tolist()))
-
-    def match_arrays(self, text: str) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
-        """`matches` as three int64 arrays: heads, tails and rows."""
         if not self._words or len(text) < 2:
-            return NO_MATCHES
+            return []
+        return self.matcher.find(text)
+
+    @property
+    def matcher(self) -> WordMatcher:
+        """RETURNS (WordMatcher): The automaton over the words, rebuilt after words are added."""
         if self._matcher is None:
             self._matcher = WordMatcher(self._words)
-        return self._matcher.find_arrays(text)
+        return self._matcher
 
     def to_bytes(self) -> bytes:
         """Serialize as msgpack: the word list, the vectors as raw float32 and a
