@@ -21,6 +21,18 @@ def set_char_entities(doc: Doc, spans: Iterable[CharSpan], mode: str, report: Di
         boundaries, or "dropped" (no token alignment, or overlapping a kept one).
     RETURNS (List[int]): For each of `doc.ents`, the index of the span it came from.
     """
+    return place_char_entities(doc, spans, mode, report)[1]
+
+
+def place_char_entities(
+    doc: Doc, spans: Iterable[CharSpan], mode: str, report: Dict[str, int]
+) -> Tuple[List[Span], List[int]]:
+    """`set_char_entities`, returning also the entities as placed: the spans
+    `doc.ents` now gives, without reading them back (`doc.ents` builds a Span
+    per entity from every token).
+
+    RETURNS (Tuple[List[Span], List[int]]): The entities, and the index of the span each came from.
+    """
     ents: List[Span] = []
     source: Dict[Tuple[int, int], int] = {}
     text = doc.text
@@ -42,7 +54,9 @@ def set_char_entities(doc: Doc, spans: Iterable[CharSpan], mode: str, report: Di
         report["exact" if exact else "snapped"] += 1
         ents.append(span)
         source.setdefault((span.start, span.end), index)
-    kept = filter_spans(ents)
+    # In order and apart (as decoded spans nearly always are), filter_spans would keep them all.
+    apart = all(a.end <= b.start for a, b in zip(ents, ents[1:]))
+    kept = ents if apart else filter_spans(ents)
     report["dropped"] += len(ents) - len(kept)
     doc.set_ents(kept, default="outside")
-    return [source[(ent.start, ent.end)] for ent in doc.ents]
+    return kept, [source[(ent.start, ent.end)] for ent in kept]

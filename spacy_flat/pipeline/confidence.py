@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, cast
 
 import numpy
-from spacy.tokens import Doc, SpanGroup
+from spacy.tokens import Doc, Span, SpanGroup
 from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..decoding.boundaries import BoundaryRules
-from ..decoding.entities import set_char_entities
+from ..decoding.entities import place_char_entities
 from ..decoding.tag_runs import Runs, tag_runs
 from ..decoding.tags import TagSet
 from ..lattice.windows import Segmenter, Window
@@ -104,10 +104,14 @@ def above(spans: Sequence[ScoredSpan], threshold: float) -> List[ScoredSpan]:
     return [span for span in spans if span[3] >= threshold]
 
 
-def set_entity_scores(doc: Doc, key: str, scores: Sequence[float]) -> None:
+def set_entity_scores(doc: Doc, key: str, scores: Sequence[float], ents: Optional[Sequence[Span]] = None) -> None:
     """Put `doc.ents` and their probabilities in `doc.spans[key]`, as spancat does
-    (`attrs["scores"]`, aligned with the spans)."""
-    doc.spans[key] = SpanGroup(doc, name=key, spans=list(doc.ents), attrs={"scores": [float(s) for s in scores]})
+    (`attrs["scores"]`, aligned with the spans).
+
+    ents (Optional[Sequence[Span]]): `doc.ents` as just placed, to spare reading them back.
+    """
+    spans = list(doc.ents) if ents is None else list(ents)
+    doc.spans[key] = SpanGroup(doc, name=key, spans=spans, attrs={"scores": [float(s) for s in scores]})
 
 
 def write_entities(
@@ -120,9 +124,9 @@ def write_entities(
     """
     scored = bool(spans) and len(spans[0]) == 4
     plain: List[CharSpan] = [(s[0], s[1], s[2]) for s in spans]
-    kept = set_char_entities(doc, plain, alignment_mode, report)
+    ents, kept = place_char_entities(doc, plain, alignment_mode, report)
     if scores_key is not None:
-        set_entity_scores(doc, scores_key, [spans[i][3] for i in kept] if scored else [])
+        set_entity_scores(doc, scores_key, [spans[i][3] for i in kept] if scored else [], ents)
 
 
 def check_threshold(threshold: float, scores_key: Optional[str]) -> None:
