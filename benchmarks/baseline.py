@@ -22,6 +22,8 @@ from typing import Any, Iterable, List
 from spacy.language import Language
 from spacy.tokens import Doc
 
+from spacy_flat.lattice.windows import Segment
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -67,6 +69,9 @@ def use_baseline(nlp: Language, package: types.ModuleType, component: str = "fla
     model = ner.model
     model._func = modules["layers.groups"]._forward
     model.get_ref("features")._func = modules["layers.featurizer"]._forward
+    # Training segments come from today's component: the old featurizer's type check takes both.
+    featurizer_globals = modules["layers.featurizer"].__dict__
+    featurizer_globals["Segment"] = (modules["lattice.windows"].Segment, Segment)
     tagger = model.get_ref("tagger")
     tagger.attrs["convert_inputs"] = modules["layers.torch_tagger"]._convert_inputs
     tagger.attrs["convert_outputs"] = modules["layers.torch_tagger"]._convert_outputs

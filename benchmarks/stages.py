@@ -16,6 +16,7 @@ table gives the ratio; the two must predict the same entities and scores.
     python benchmarks/stages.py [--datasets resume msra] [--docs 600] [--repeats 5]
     python benchmarks/stages.py --baseline HEAD~3 --shares
     python benchmarks/stages.py --model training/resume/model-best --datasets resume
+    python benchmarks/stages.py --baseline HEAD~3 --training 30  # training shares the featurizer
 """
 
 import os
@@ -33,11 +34,13 @@ from typing import Dict, List, Optional, Tuple
 import numpy
 import torch
 from spacy.language import Language
+from spacy.training import Example
+from thinc.api import Optimizer
 
 # This checkout's package first, whichever one the environment installed.
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
 from baseline import load_package, use_baseline  # noqa: E402
-from common import load_average, machine, markdown_table, texts  # noqa: E402
+from common import examples, load_average, machine, markdown_table, texts, train_split  # noqa: E402
 from speed import flat  # noqa: E402
 from stage_timers import STAGES, EncoderReplay, StageTimers  # noqa: E402
 
@@ -64,6 +67,37 @@ def full_pass(nlp: Language, docs_text: List[str], batch_size: int) -> float:
     for _ in nlp.pipe(docs_text, batch_size=batch_size):
         pass
     return time.perf_counter() - start
+
+
+def training_pass(nlp: Language, egs: List[Example], optimizer: Optimizer) -> float:
+    """RETURNS (float): Seconds of `nlp.update` over `egs` in batches of 10."""
+    start = time.perf_counter()
+    for i in range(0, len(egs), 10):
+        nlp.update(egs[i : i + 10], sgd=optimizer)
+    return time.perf_counter() - start
+
+
+def training(pipelines: Dict[str, Tuple[Language, str]], dataset: str, n_batches: int, repeats: int) -> None:
+    """Print each pipeline's training sentences per second (the featurizer is
+    shared with training), interleaved round by round."""
+    egs, optimizers = {}, {}
+    for name, (nlp, _) in pipelines.items():
+        every = examples(nlp, dataset, train_split(dataset))
+        egs[name] = every[:: max(1, len(every) // (n_batches * 10))][: n_batches * 10]
+        optimizers[name] = nlp.resume_training()
+        nlp.update(egs[name][:10], sgd=optimizers[name])  # first-call set-up
+    speeds: Dict[str, List[float]] = {name: [] for name in pipelines}
+    for _ in range(repeats):
+        for name, (nlp, _) in pipelines.items():
+            speeds[name].append(len(egs[name]) / training_pass(nlp, egs[name], optimizers[name]))
+    rows = [[name, f"{statistics.median(values):,.1f}"] for name, values in speeds.items()]
+    if len(speeds) > 1:
+        names = list(speeds)
+        ratio = statistics.median(n / o for n, o in zip(speeds[names[-1]], speeds[names[0]]))
+        rows.append(["current / baseline (median of round ratios)", f"{ratio:.2f}x"])
+    print(f"{dataset} training: {n_batches} updates of 10 sentences; sentences/s, median of {repeats} rounds")
+    print(markdown_table(["pipeline", "training sentences/s"], rows))
+    print(f"{load_average()}\n")
 
 
 def predictions(nlp: Language, docs_text: List[str], replay: EncoderReplay) -> Predictions:
@@ -108,6 +142,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--baseline", default="", help="a commit whose stage code runs beside today's")
     parser.add_argument("--shares", action="store_true", help="also print each stage's share of a stage pass")
+    parser.add_argument("--training", type=int, default=0, help="also time this many training updates of 10")
     args = parser.parse_args()
     torch.set_num_threads(1)
     base = load_package(args.baseline) if args.baseline else None
@@ -160,6 +195,8 @@ def main() -> None:
                         row.append(cell)
             print(markdown_table(header, table))
             print(f"{load_average()}\n")
+        if args.training:
+            training(pipelines, dataset, args.training, args.repeats)
 
 
 if __name__ == "__main__":
