@@ -34,7 +34,7 @@ def place_char_entities(
     RETURNS (Tuple[List[Span], List[int]]): The entities, and the index of the span each came from.
     """
     ents: List[Span] = []
-    source: Dict[Tuple[int, int], int] = {}
+    origin: List[int] = []  # the index of the span each of `ents` came from
     text = doc.text
     for index, (start, end, label) in enumerate(spans):
         # Entities never begin or end with whitespace; trim it off.
@@ -53,10 +53,15 @@ def place_char_entities(
         exact = span.start_char == start and span.end_char == end
         report["exact" if exact else "snapped"] += 1
         ents.append(span)
-        source.setdefault((span.start, span.end), index)
+        origin.append(index)
     # In order and apart (as decoded spans nearly always are), filter_spans would keep them all.
-    apart = all(a.end <= b.start for a, b in zip(ents, ents[1:]))
-    kept = ents if apart else filter_spans(ents)
+    if all(a.end <= b.start for a, b in zip(ents, ents[1:])):
+        doc.set_ents(ents, default="outside")
+        return ents, origin
+    source: Dict[Tuple[int, int], int] = {}
+    for span, index in zip(ents, origin):
+        source.setdefault((span.start, span.end), index)
+    kept = filter_spans(ents)
     report["dropped"] += len(ents) - len(kept)
     doc.set_ents(kept, default="outside")
     return kept, [source[(ent.start, ent.end)] for ent in kept]
