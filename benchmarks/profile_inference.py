@@ -49,7 +49,7 @@ PARTS: List[Tuple[str, Union[Tuple[str, int, str], Tuple[str, str]]]] = [
     ("  attention (FlatAttention.forward)", _where(FlatAttention.forward)),
     ("    position scores (_PositionScores.forward)", _where(_PositionScores.forward)),
     ("  attention mask (_attention_mask)", ("spacy_flat/nn/encoder.py", "_attention_mask")),
-    ("CRF decoding (TorchTagger.decode)", _where(TorchTagger.decode)),
+    ("CRF decoding (TorchTagger.best_paths)", _where(TorchTagger.best_paths)),
     ("entity probabilities (Decoded.scored)", _where(Decoded.scored)),
     ("writing entities (write_entities)", _where(write_entities)),
 ]

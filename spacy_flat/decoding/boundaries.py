@@ -14,12 +14,14 @@ so the best path under the constraints is found, not a path cut up afterwards.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy
 
+from ..codepoints import CodePointTable, code_points
 from .tags import TagSet
 
 LINE_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
@@ -124,21 +126,31 @@ class BoundaryRules:
         width (int): Columns of the padded result (>= the longest text).
         RETURNS (numpy.ndarray): (rows, width, tags) bool, True where forbidden.
         """
-        masks = _Masks(self, tag_set)
-        rows = [[masks.row(char) for char in text] for text in texts]
-        table = numpy.stack(masks.rows) if masks.rows else numpy.zeros((0, len(tag_set)), dtype=bool)
-        out = numpy.zeros((len(rows), width, len(tag_set)), dtype=bool)
-        for r, ids in enumerate(rows):
-            if ids:
-                out[r, : len(ids)] = table[ids]
+        texts = list(texts)
+        masks = _masks(self, tuple(tag_set.tags))
+        out = numpy.zeros((len(texts), width, len(tag_set)), dtype=bool)
+        lengths = numpy.asarray([len(text) for text in texts], dtype="int64")
+        if lengths.sum():
+            # One lookup over the batch's characters, written to each row's first columns.
+            kinds = masks.table.lookup(code_points("".join(texts)))
+            before = numpy.cumsum(lengths) - lengths
+            where = numpy.repeat(numpy.arange(len(texts)) * width - before, lengths) + numpy.arange(len(kinds))
+            out.reshape(-1, len(tag_set))[where] = masks.stacked()[kinds]
         return out
+
+
+@functools.lru_cache(maxsize=16)
+def _masks(rules: BoundaryRules, tags: Tuple[str, ...]) -> _Masks:
+    """The masks of one set of rules and tags, kept across calls: the component
+    rebuilds its rules from `cfg` on every call, equal and so hashed alike."""
+    return _Masks(rules, tags)
 
 
 class _Masks:
     """Each character's forbidden tags, computed once per distinct character."""
 
-    def __init__(self, rules: BoundaryRules, tag_set: TagSet) -> None:
-        roles = numpy.asarray([tag[0] for tag in tag_set.tags])
+    def __init__(self, rules: BoundaryRules, tags: Sequence[str]) -> None:
+        roles = numpy.asarray([tag[0] for tag in tags])
         self.entity = roles != "O"
         self.edge = numpy.isin(roles, list("BLU"))
         self.begin = numpy.isin(roles, list("BU"))
@@ -147,14 +159,24 @@ class _Masks:
         self.inside = roles == "I"
         self.rules = rules
         self.rows: List[numpy.ndarray] = []
-        self.index: Dict[str, int] = {}
+        self.index: Dict[bytes, int] = {}
+        self.table = CodePointTable(self.row)
+        self._stacked = numpy.zeros((0, len(roles)), dtype=bool)
+
+    def stacked(self) -> numpy.ndarray:
+        """RETURNS (numpy.ndarray): (distinct masks, tags) bool, `rows` as one array."""
+        if len(self._stacked) != len(self.rows):
+            self._stacked = numpy.stack(self.rows)
+        return self._stacked
 
     def row(self, char: str) -> int:
-        """RETURNS (int): The row of `self.rows` that holds `char`'s forbidden tags."""
-        row = self.index.get(char)
+        """RETURNS (int): The row of `self.rows` that holds `char`'s forbidden tags,
+        shared by every character with the same ones."""
+        forbid = self._forbid(char)
+        row = self.index.get(forbid.tobytes())
         if row is None:
-            row = self.index[char] = len(self.rows)
-            self.rows.append(self._forbid(char))
+            row = self.index[forbid.tobytes()] = len(self.rows)
+            self.rows.append(forbid)
         return row
 
     def _forbid(self, char: str) -> numpy.ndarray:

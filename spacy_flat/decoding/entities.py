@@ -21,8 +21,20 @@ def set_char_entities(doc: Doc, spans: Iterable[CharSpan], mode: str, report: Di
         boundaries, or "dropped" (no token alignment, or overlapping a kept one).
     RETURNS (List[int]): For each of `doc.ents`, the index of the span it came from.
     """
+    return place_char_entities(doc, spans, mode, report)[1]
+
+
+def place_char_entities(
+    doc: Doc, spans: Iterable[CharSpan], mode: str, report: Dict[str, int]
+) -> Tuple[List[Span], List[int]]:
+    """`set_char_entities`, returning also the entities as placed: the spans
+    `doc.ents` now gives, without reading them back (`doc.ents` builds a Span
+    per entity from every token).
+
+    RETURNS (Tuple[List[Span], List[int]]): The entities, and the index of the span each came from.
+    """
     ents: List[Span] = []
-    source: Dict[Tuple[int, int], int] = {}
+    origin: List[int] = []  # the index of the span each of `ents` came from
     text = doc.text
     for index, (start, end, label) in enumerate(spans):
         # Entities never begin or end with whitespace; trim it off.
@@ -41,8 +53,15 @@ def set_char_entities(doc: Doc, spans: Iterable[CharSpan], mode: str, report: Di
         exact = span.start_char == start and span.end_char == end
         report["exact" if exact else "snapped"] += 1
         ents.append(span)
+        origin.append(index)
+    # In order and apart (as decoded spans nearly always are), filter_spans would keep them all.
+    if all(a.end <= b.start for a, b in zip(ents, ents[1:])):
+        doc.set_ents(ents, default="outside")
+        return ents, origin
+    source: Dict[Tuple[int, int], int] = {}
+    for span, index in zip(ents, origin):
         source.setdefault((span.start, span.end), index)
     kept = filter_spans(ents)
     report["dropped"] += len(ents) - len(kept)
     doc.set_ents(kept, default="outside")
-    return [source[(ent.start, ent.end)] for ent in doc.ents]
+    return kept, [source[(ent.start, ent.end)] for ent in kept]

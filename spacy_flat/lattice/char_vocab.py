@@ -8,6 +8,7 @@ from typing import Dict, Iterable, List
 import numpy
 import srsly
 
+from ..codepoints import CodePointTable, code_points
 from ..errors import PipelineFileError
 
 # Rows for characters the table lacks, by class, as in Baidu LAC's word.dic.
@@ -50,6 +51,7 @@ class CharVocab:
                 self._rows[name] = len(self.entries)
                 self.entries.append(name)
         self._cache: Dict[str, int] = {}
+        self._table = CodePointTable(self.row)
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -68,9 +70,9 @@ class CharVocab:
         return row
 
     def rows(self, text: str) -> numpy.ndarray:
-        """RETURNS (numpy.ndarray): int64 rows, one per character of `text`."""
-        row = self.row
-        return numpy.fromiter((row(c) for c in text), dtype="int64", count=len(text))
+        """RETURNS (numpy.ndarray): int64 rows, one per character of `text` (of a
+        whole batch's texts joined: one lookup over their code points)."""
+        return self._table.lookup(code_points(text))
 
     def to_bytes(self) -> bytes:
         return srsly.msgpack_dumps({"entries": self.entries})

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import murmurhash
 import numpy
 
 from .char_vocab import CharVocab
-from .flat_lattice import Lattice, build_lattice
+from .flat_lattice import batch_words
 from .lexicon import Lexicon
 
 # Seeds for the bloom-embedding hashes of words and character bigrams.
@@ -84,30 +85,26 @@ def featurize(
     bigram_table (Optional[Lexicon]): Pretrained bigram vectors (two-character entries).
     RETURNS (FlatBatch): The batch.
     """
-    lattices: List[Lattice] = [build_lattice(t, lexicon, max_words=max_words) for t in texts]
     batch = len(texts)
-    width = max((len(lat) for lat in lattices), default=1) or 1
-    n_chars_max = max((lat.n_chars for lat in lattices), default=1) or 1
+    lengths = numpy.asarray([len(text) for text in texts], dtype="int64")
+    word_heads, word_tails, all_rows, counts = batch_words(texts, lexicon, max_words)
+    width = int((lengths + counts).max(initial=0)) or 1
+    n_chars_max = int(lengths.max(initial=0)) or 1
+    # Row b holds its characters at b * width + [0, n_chars), then its words.
+    char_index = numpy.repeat(numpy.arange(batch) * width, lengths) + _within(lengths)
+    word_index = numpy.repeat(numpy.arange(batch) * width + lengths, counts) + _within(counts)
     heads = numpy.zeros((batch, width), dtype="int64")
     tails = numpy.zeros((batch, width), dtype="int64")
     token_mask = numpy.zeros((batch, width), dtype=bool)
-    char_mask = numpy.zeros((batch, n_chars_max), dtype=bool)
-    char_index: List[numpy.ndarray] = []
-    word_index: List[numpy.ndarray] = []
-    word_rows_in_lexicon: List[numpy.ndarray] = []
-    words: List[str] = []
-    for b, (text, lat) in enumerate(zip(texts, lattices)):
-        size = len(lat)
-        heads[b, :size] = lat.heads
-        tails[b, :size] = lat.tails
-        token_mask[b, :size] = True
-        char_mask[b, : lat.n_chars] = True
-        char_index.append(b * width + numpy.arange(lat.n_chars))
-        word_index.append(b * width + lat.n_chars + numpy.arange(lat.n_words))
-        word_rows_in_lexicon.append(lat.word_rows)
-        words.extend(text[h : t + 1] for h, t in zip(lat.heads[lat.n_chars :], lat.tails[lat.n_chars :]))
-    all_rows = numpy.concatenate(word_rows_in_lexicon) if word_rows_in_lexicon else numpy.zeros(0, "int64")
-    char_rows = numpy.concatenate([char_vocab.rows(t) for t in texts]) if texts else numpy.zeros(0, "int64")
+    positions = _within(lengths)
+    heads.reshape(-1)[char_index] = positions
+    tails.reshape(-1)[char_index] = positions
+    heads.reshape(-1)[word_index] = word_heads
+    tails.reshape(-1)[word_index] = word_tails
+    token_mask.reshape(-1)[char_index] = True
+    token_mask.reshape(-1)[word_index] = True
+    char_mask = numpy.arange(n_chars_max)[None, :] < lengths[:, None]
+    char_rows = char_vocab.rows("".join(texts))
     bigrams = gram_vectors = missing = None
     if bigram_rows > 0 or bigram_vectors:
         # The bigram at i is text[i : i + 2]; the last character pairs with an end mark.
@@ -120,11 +117,11 @@ def featurize(
     vectors = lexicon.vectors[all_rows] if lexicon.vector_width else None
     return FlatBatch(
         char_rows=char_rows,
-        word_hashes=hash_rows(words, word_rows),
+        word_hashes=word_hash_rows(lexicon, all_rows, word_rows),
         heads=heads,
         tails=tails,
-        char_index=_concat(char_index),
-        word_index=_concat(word_index),
+        char_index=char_index,
+        word_index=word_index,
         token_mask=token_mask,
         char_mask=char_mask,
         bigram_hashes=bigrams,
@@ -148,5 +145,30 @@ def _lexicon_vectors(lexicon: Lexicon, items: Sequence[str]) -> Tuple[numpy.ndar
     return out, found
 
 
-def _concat(parts: List[numpy.ndarray]) -> numpy.ndarray:
-    return numpy.concatenate(parts).astype("int64") if parts else numpy.zeros(0, dtype="int64")
+def _within(counts: numpy.ndarray) -> numpy.ndarray:
+    """RETURNS (numpy.ndarray): 0, 1, ..., n - 1 for each n of `counts`, concatenated."""
+    total = int(counts.sum())
+    return numpy.arange(total, dtype="int64") - numpy.repeat(numpy.cumsum(counts) - counts, counts)
+
+
+# Each lexicon's words' raw hashes by row, filled as words are first met: a
+# word's bloom rows depend on its row alone, so no batch hashes it again.
+_WORD_HASHES: weakref.WeakKeyDictionary[Lexicon, numpy.ndarray] = weakref.WeakKeyDictionary()
+
+
+def word_hash_rows(lexicon: Lexicon, rows: numpy.ndarray, n_rows: int) -> numpy.ndarray:
+    """RETURNS (numpy.ndarray): (len(rows), 2) int64: `hash_rows` of the lexicon's words at `rows`."""
+    known = _WORD_HASHES.get(lexicon)
+    if known is None or len(known) < len(lexicon):
+        grown = numpy.full((len(lexicon), len(HASH_SEEDS) + 1), 0, dtype="int64")
+        if known is not None:
+            grown[: len(known)] = known
+        known = _WORD_HASHES[lexicon] = grown
+    # The last column says whether the row's hashes are there.
+    new = numpy.unique(rows[known[rows, -1] == 0])
+    if len(new):
+        words = [lexicon.words[row] for row in new.tolist()]
+        for k, seed in enumerate(HASH_SEEDS):
+            known[new, k] = [murmurhash.hash(word, seed) for word in words]
+        known[new, -1] = 1
+    return known[rows, : len(HASH_SEEDS)] % n_rows

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence, Tuple
 
 import numpy
 
 from .lexicon import Lexicon
+
+# No words: heads, tails and rows.
+NO_MATCHES = (numpy.zeros(0, dtype="int64"),) * 3
 
 
 @dataclass(frozen=True)
@@ -41,22 +45,39 @@ def build_lattice(text: str, lexicon: Lexicon, *, max_words: int = -1) -> Lattic
         -1 keeps all.
     RETURNS (Lattice): The lattice.
     """
-    n = len(text)
-    # max_words = 0 (TENER): no lattice words, and no matching to find them.
-    matches = lexicon.matches(text) if max_words != 0 else []
-    if 0 <= max_words < len(matches):
-        # Long words are rare and cover few useful entities, so drop them first.
-        matches = sorted(matches, key=lambda m: (m[1] - m[0], m[0]))[:max_words]
-        matches.sort()
-    if matches:
-        found = numpy.asarray(matches, dtype="int64")
-        word_heads, word_tails, rows = found[:, 0], found[:, 1], found[:, 2]
-    else:
-        word_heads = word_tails = rows = numpy.zeros((0,), dtype="int64")
-    chars = numpy.arange(n, dtype="int64")
+    word_heads, word_tails, rows = lattice_words(text, lexicon, max_words)
+    chars = numpy.arange(len(text), dtype="int64")
     return Lattice(
-        n_chars=n,
+        n_chars=len(text),
         word_rows=rows,
         heads=numpy.concatenate([chars, word_heads]),
         tails=numpy.concatenate([chars, word_tails]),
     )
+
+
+def lattice_words(text: str, lexicon: Lexicon, max_words: int = -1) -> Tuple[numpy.ndarray, ...]:
+    """RETURNS (Tuple[numpy.ndarray, ...]): The heads, tails and lexicon rows of
+    the words of `text`'s lattice (`build_lattice`), sorted by head, then tail."""
+    # max_words = 0 (TENER): no lattice words, and no matching to find them.
+    if max_words == 0 or not len(lexicon) or len(text) < 2:
+        return NO_MATCHES
+    heads, tails, rows = lexicon.matcher.find_arrays(text)
+    if 0 <= max_words < len(rows):
+        # Long words are rare and cover few useful entities, so drop them first.
+        kept = numpy.lexsort((heads, tails - heads))[:max_words]
+        kept = kept[numpy.lexsort((tails[kept], heads[kept]))]
+        heads, tails, rows = heads[kept], tails[kept], rows[kept]
+    return heads, tails, rows
+
+
+def batch_words(texts: Sequence[str], lexicon: Lexicon, max_words: int = -1) -> Tuple[numpy.ndarray, ...]:
+    """The lattice words of every text, concatenated: heads, tails, rows, and
+    each text's number of words. Without a cap, the batch is matched in one pass."""
+    if max_words < 0 and len(lexicon) and texts:
+        return lexicon.matcher.find_batch(texts)
+    found = [lattice_words(text, lexicon, max_words) for text in texts]
+    counts = numpy.asarray([len(rows) for _, _, rows in found], dtype="int64")
+    if not found:
+        return (*NO_MATCHES, counts)
+    heads, tails, rows = (numpy.concatenate(part) for part in zip(*found))
+    return heads, tails, rows, counts

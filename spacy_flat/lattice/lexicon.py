@@ -223,15 +223,19 @@ class Lexicon:
         """Find every occurrence of every word in `text`.
 
         text (str): The text.
-        RETURNS (List[Tuple[int, int, int]]): (head, tail, row) per occurrence, with
-            head and tail the positions of the first and last character, sorted by
-            head, then tail.
+        RETURNS (List[Tuple[int, int, int]]): (head, tail, row) per occurrence, head and
+            tail the positions of its first and last character, sorted by head, then tail.
         """
         if not self._words or len(text) < 2:
             return []
+        return self.matcher.find(text)
+
+    @property
+    def matcher(self) -> WordMatcher:
+        """RETURNS (WordMatcher): The automaton over the words, rebuilt after words are added."""
         if self._matcher is None:
             self._matcher = WordMatcher(self._words)
-        return self._matcher.find(text)
+        return self._matcher
 
     def to_bytes(self) -> bytes:
         """Serialize as msgpack: the word list, the vectors as raw float32 and a

@@ -8,7 +8,8 @@ side and the decoding, never `pipeline/`.
 
 from .featurizer import flat_featurizer, set_resources
 from .groups import encode_in_groups, flat_model
-from .torch_tagger import TorchTagger, torch_tagger
+from .torch_tagger import TorchTagger
+from .torch_wrapper import torch_tagger
 from .transformer_features import flat_transformer_model
 
 __all__ = [

@@ -1,8 +1,12 @@
 """Thinc's arrays (numpy or cupy) as PyTorch tensors, without deprecated cupy calls."""
 
+from typing import Optional
+
 import numpy
 import torch
-from thinc.types import ArrayXd
+from thinc.types import ArrayXd, Floats3d
+
+from ..nn.crf import FORBIDDEN
 
 
 def xp_to_torch(array: ArrayXd, *, device: torch.device, requires_grad: bool = False) -> torch.Tensor:
@@ -24,3 +28,16 @@ def xp_to_torch(array: ArrayXd, *, device: torch.device, requires_grad: bool = F
     if requires_grad:
         tensor.requires_grad_()
     return tensor
+
+
+def host_emissions(scores: Floats3d, forbidden: Optional[numpy.ndarray]) -> numpy.ndarray:
+    """The emissions as a float32 NumPy array on the host, the tags in `forbidden`
+    set to FORBIDDEN (the value torch's `masked_fill` gave them before).
+
+    scores (Floats3d): (rows, width, n_tags), NumPy or CuPy.
+    forbidden (Optional[numpy.ndarray]): (rows, >= width, n_tags) bool, or None.
+    """
+    host: numpy.ndarray = numpy.asarray(scores if isinstance(scores, numpy.ndarray) else scores.get(), dtype="float32")
+    if forbidden is None:
+        return host
+    return numpy.where(forbidden[:, : host.shape[1]], numpy.float32(FORBIDDEN), host)

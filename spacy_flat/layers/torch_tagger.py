@@ -1,51 +1,23 @@
 """The FLAT torch module as a thinc layer, and the one handle the component
 uses to reach it: device, shapes, CRF loss and decoding."""
 
-import io
-from typing import Any, Callable, List, Optional, Sequence, Tuple, cast
+from typing import Callable, List, Optional, Sequence, Tuple, cast
 
 import numpy
 import torch
-from thinc.api import ArgsKwargs, Model, PyTorchGradScaler, torch2xp
-from thinc.layers.pytorchwrapper import forward as pytorch_forward
-from thinc.types import Floats2d, Floats3d
+from thinc.api import Model, torch2xp
+from thinc.types import Floats3d
 
 from ..decoding.tags import TagSet
 from ..lattice.batching import length_buckets
-from ..lattice.features import FlatBatch
 from ..lattice.resources import FlatResources
 from ..nn.crf import FORBIDDEN, ConstrainedCRF
 from ..nn.encoder import FlatTagger
 from ..nn.posteriors import soft_target_loss
-from ..settings import FlatSettings
-from .arrays import xp_to_torch
-from .shim import InPlacePyTorchShim
+from .arrays import host_emissions, xp_to_torch
 
 # A loss's input: the emissions of the rows that have targets, their mask, and their row numbers.
 CrfInput = Tuple[torch.Tensor, torch.Tensor, List[int]]
-
-
-def torch_tagger(settings: FlatSettings) -> Model[FlatBatch, Floats3d]:
-    """PyTorchWrapper_v3's layer around `FlatTagger`, with the in-place shim (see shim.py).
-
-    RETURNS (Model[FlatBatch, Floats3d]): Emission scores (batch, chars, tags).
-    """
-    shim = InPlacePyTorchShim(
-        FlatTagger(settings),
-        mixed_precision=settings.mixed_precision,
-        grad_scaler=PyTorchGradScaler(**(settings.grad_scaler_config or {})),
-        device=None,
-        serialize_model=_serialize,
-        deserialize_model=_deserialize,
-        lr_scale=settings.learn_rate_scale,
-    )
-    return Model(
-        "pytorch",
-        pytorch_forward,
-        attrs={"convert_inputs": _convert_inputs, "convert_outputs": _convert_outputs},
-        shims=[shim],
-        dims={"nI": None, "nO": None},
-    )
 
 
 class TorchTagger:
@@ -198,30 +170,32 @@ class TorchTagger:
         forbidden (Optional[numpy.ndarray]): (rows, chars, tags) bool: tags a
             character may not take (`BoundaryRules`); the best path under them is found.
         """
-        out: List[List[int]] = [[] for _ in lengths]
-        for rows in length_buckets(lengths):
-            emissions, mask = self._constrained(scores, lengths, forbidden, rows)
-            for b, ids in zip(rows, self.module.decode(emissions, mask)):
-                out[b] = ids
-        return out
+        paths = self.best_paths(scores, lengths, forbidden)
+        return [paths[b, :n].tolist() for b, n in enumerate(lengths)]
 
-    def run_probabilities(
+    def best_paths(
+        self, scores: Floats3d, lengths: Sequence[int], forbidden: Optional[numpy.ndarray] = None
+    ) -> numpy.ndarray:
+        """Viterbi tag ids of every row at once, (rows, width) int32, each row's valid
+        to its length: one recursion over the batch on the host, no bucket tensors."""
+        return self._crf.best_paths(host_emissions(scores, forbidden), numpy.asarray(lengths, dtype="int64"))
+
+    def span_probabilities(
         self,
         scores: Floats3d,
         lengths: Sequence[int],
         forbidden: Optional[numpy.ndarray],
-        runs: Sequence[Sequence[Tuple[int, Sequence[int]]]],
+        runs: Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray, numpy.ndarray],
         temperature: float = 1.0,
-    ) -> List[List[float]]:
-        """The CRF's probability of each (start, tag ids) run per row, under the
-        same constraints as `decode` (`ConstrainedCRF.run_probabilities`)."""
-        out: List[List[float]] = [[] for _ in lengths]
-        crf = self._crf
-        for rows in length_buckets([length if runs[b] else 0 for b, length in enumerate(lengths)]):
-            emissions, mask = self._constrained(scores, lengths, forbidden, rows)
-            for b, probs in zip(rows, crf.run_probabilities(emissions, mask, [runs[b] for b in rows], temperature)):
-                out[b] = probs
-        return out
+    ) -> numpy.ndarray:
+        """The CRF's probability of each run of tags under `decode`'s constraints, for
+        the whole batch at once (`ConstrainedCRF.span_probabilities`).
+
+        runs: (row, first, end, tags): each run's row and [first, end), and the
+            (rows, width) tag ids they are read from. RETURNS: (runs,) float64.
+        """
+        emissions = host_emissions(scores, forbidden)
+        return self._crf.span_probabilities(emissions, numpy.asarray(lengths, dtype="int64"), runs, temperature)
 
     def _constrained(
         self, scores: Floats3d, lengths: Sequence[int], forbidden: Optional[numpy.ndarray], rows: List[int]
@@ -239,62 +213,3 @@ class TorchTagger:
 def _padded(lengths: Sequence[int], device: torch.device) -> torch.Tensor:
     width = max(lengths)
     return torch.arange(width, device=device)[None, :] < torch.as_tensor(list(lengths), device=device)[:, None]
-
-
-def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
-    device = next(model.shims[0]._model.parameters()).device
-
-    def tensor(array: Optional[numpy.ndarray]) -> Optional[torch.Tensor]:
-        return None if array is None else torch.from_numpy(numpy.ascontiguousarray(array)).to(device)
-
-    kwargs: dict = {
-        "char_rows": tensor(batch.char_rows),
-        "word_hashes": tensor(batch.word_hashes),
-        "heads": tensor(batch.heads),
-        "tails": tensor(batch.tails),
-        "char_index": tensor(batch.char_index),
-        "word_index": tensor(batch.word_index),
-        "token_mask": tensor(batch.token_mask),
-        "char_mask": tensor(batch.char_mask),
-        "bigram_hashes": tensor(batch.bigram_hashes),
-        "word_vectors": tensor(batch.word_vectors),
-        "bigram_vectors": tensor(batch.bigram_vectors),
-        "bigram_missing": tensor(batch.bigram_missing),
-        "word_types": tensor(batch.word_types),
-        "word_weights": tensor(batch.word_weights),
-        "recompute": batch.recompute,
-    }
-    if batch.char_features is not None:
-        kwargs["char_features"] = xp_to_torch(batch.char_features, requires_grad=is_train, device=device)
-
-    def backprop(d_inputs: ArgsKwargs) -> Optional[Floats2d]:
-        """RETURNS: the gradient of the character features, if any."""
-        grad = d_inputs.kwargs.get("char_features")
-        return None if grad is None else cast(Floats2d, torch2xp(grad))
-
-    return ArgsKwargs(args=(), kwargs=kwargs), backprop
-
-
-def _convert_outputs(
-    model: Model, inputs_outputs: Tuple[Any, torch.Tensor], is_train: bool
-) -> Tuple[Floats3d, Callable]:
-    _, output = inputs_outputs
-    scores = cast(Floats3d, torch2xp(output.float()))
-
-    def backprop(d_scores: Floats3d) -> ArgsKwargs:
-        return ArgsKwargs(args=(output,), kwargs={"grad_tensors": xp_to_torch(d_scores, device=output.device)})
-
-    return scores, backprop
-
-
-def _serialize(module: torch.nn.Module) -> bytes:
-    buffer = io.BytesIO()
-    torch.save(module.state_dict(), buffer)
-    return buffer.getvalue()
-
-
-def _deserialize(module: torch.nn.Module, data: bytes, device: torch.device) -> torch.nn.Module:
-    # weights_only: a saved pipeline holds tensors, never code to unpickle.
-    state = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
-    module.load_state_dict(state)
-    return module.to(device)

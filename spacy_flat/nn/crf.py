@@ -8,6 +8,8 @@ from torch import nn
 from torchcrf import CRF
 
 from .marginals import forward_backward
+from .packed import viterbi_paths
+from .span_marginals import span_probabilities
 
 # Large but finite: -inf would give NaN in the forward algorithm's logsumexp.
 FORBIDDEN = -1e4
@@ -161,10 +163,7 @@ class ConstrainedCRF(CRF):
 
     def viterbi(self, emissions: torch.Tensor, mask: torch.Tensor) -> List[List[int]]:
         """Best valid tag sequence per row: pytorch-crf's Viterbi recursion, run in
-        NumPy. pytorch-crf issues several small torch ops per time step, whose
-        dispatch and thread-pool overhead dominated inference on long texts (42 s
-        of 100 s for a 40,000-character document on a loaded 2-core machine);
-        the same recursion in NumPy costs microseconds a step.
+        NumPy (`best_paths`).
 
         emissions (torch.Tensor): (batch, length, n_tags) scores.
         mask (torch.Tensor): (batch, length) bool, each row a prefix of True.
@@ -173,30 +172,46 @@ class ConstrainedCRF(CRF):
         with torch.no_grad():
             scores = emissions.float().cpu().numpy()
             lengths = mask.sum(1).cpu().numpy()
+        paths = self.best_paths(scores, lengths)
+        return [paths[b, :n].tolist() for b, n in enumerate(lengths)]
+
+    def best_paths(self, scores: numpy.ndarray, lengths: numpy.ndarray) -> numpy.ndarray:
+        """Best valid tag sequence of every row at once, by pytorch-crf's Viterbi
+        recursion in NumPy (`packed.viterbi_paths`). pytorch-crf issues several
+        small torch ops per time step, whose dispatch and thread-pool overhead
+        dominated inference on long texts (42 s of 100 s for a 40,000-character
+        document on a loaded 2-core machine); in NumPy a step costs microseconds.
+
+        scores (numpy.ndarray): (batch, width, n_tags) float32 emissions.
+        lengths (numpy.ndarray): (batch,) characters per row.
+        RETURNS (numpy.ndarray): (batch, width) int32 tag ids, valid to each row's length.
+        """
+        with torch.no_grad():
             trans = self.transitions.float().cpu().numpy()
             start = self.start_transitions.float().cpu().numpy()
             end = self.end_transitions.float().cpu().numpy()
-        batch, length, _ = scores.shape
-        best = start[None, :] + scores[:, 0]  # (batch, n_tags)
-        history = numpy.zeros((max(0, length - 1), batch, self.num_tags), dtype="int32")
-        # (next, prev): the reductions run along the last, contiguous axis, several
-        # times faster in NumPy than along the middle one.
-        moves = numpy.ascontiguousarray(trans.T)
-        for t in range(1, length):
-            candidates = best[:, None, :] + moves[None]  # (batch, next, prev)
-            history[t - 1] = candidates.argmax(2)
-            # max equals the value at argmax, without take_along_axis's index arrays.
-            step = candidates.max(2) + scores[:, t]
-            best = numpy.where((t < lengths)[:, None], step, best)
-        last = (best + end[None, :]).argmax(1)
-        paths = []
-        for b in range(batch):
-            tags = [int(last[b])]
-            for t in range(int(lengths[b]) - 1, 0, -1):
-                tags.append(int(history[t - 1, b, tags[-1]]))
-            tags.reverse()
-            paths.append(tags)
-        return paths
+        return viterbi_paths(scores, lengths, trans, start, end)
+
+    def span_probabilities(
+        self,
+        scores: numpy.ndarray,
+        lengths: numpy.ndarray,
+        runs: Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray, numpy.ndarray],
+        temperature: float = 1.0,
+    ) -> numpy.ndarray:
+        """`run_probabilities` for a whole batch of runs given as arrays
+        (`span_marginals.span_probabilities`), as `best_paths` is `viterbi`'s.
+
+        scores (numpy.ndarray): (batch, width, n_tags) float32 emissions.
+        runs: (row, first, end, tags): each run's row and [first, end), and the
+            (batch, width) tag ids the runs are read from.
+        RETURNS (numpy.ndarray): (runs,) float64 probabilities.
+        """
+        with torch.no_grad():
+            trans = self.transitions.double().cpu().numpy() / temperature
+            start = self.start_transitions.double().cpu().numpy() / temperature
+            end = self.end_transitions.double().cpu().numpy() / temperature
+        return span_probabilities(scores, lengths, trans, start, end, runs, temperature)
 
     def _host_potentials(
         self, emissions: torch.Tensor, mask: torch.Tensor, temperature: float

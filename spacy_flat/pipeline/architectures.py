@@ -12,7 +12,7 @@ from thinc.types import Floats2d, Floats3d
 from ..lattice.windows import Segment
 from ..layers.featurizer import flat_featurizer
 from ..layers.groups import flat_model
-from ..layers.torch_tagger import torch_tagger
+from ..layers.torch_wrapper import torch_tagger
 from ..layers.transformer_features import flat_transformer_model
 from ..settings import ATTENTION_ONLY, FLAT_ONLY, LATTICE_ONLY, TRANSFORMER_ONLY, FlatSettings, settings_signature
 

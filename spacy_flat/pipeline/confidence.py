@@ -8,25 +8,31 @@ on by default (`scores_key`), at the cost of one forward-backward pass.
 """
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, cast
 
 import numpy
-from spacy.tokens import Doc, SpanGroup
+from spacy.tokens import Doc, Span, SpanGroup
 from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..decoding.boundaries import BoundaryRules
-from ..decoding.entities import set_char_entities
+from ..decoding.entities import place_char_entities
+from ..decoding.tag_runs import Runs, tag_runs
 from ..decoding.tags import TagSet
 from ..lattice.windows import Segmenter, Window
 from ..layers import TorchTagger
+from ..layers.arrays import host_emissions
 from ..types import CharSpan, ScoredSpan
 
 
 @dataclass
 class Decoded:
     """A batch of docs encoded and decoded once: everything entity spans and
-    their probabilities are read from, at any temperature or threshold."""
+    their probabilities are read from, at any temperature or threshold.
+
+    scores: The emissions on the host, forbidden tags already masked (`forbidden` None).
+    paths: (segments, width) Viterbi tag ids, each row's valid to its length.
+    """
 
     segmenter: Segmenter
     plans: List[List[Window]]
@@ -35,24 +41,41 @@ class Decoded:
     scores: Optional[Floats3d]
     lengths: List[int]
     forbidden: Optional[numpy.ndarray]
-    ids: List[List[int]]
+    paths: Optional[numpy.ndarray]
 
     def spans(self) -> List[List[CharSpan]]:
         """RETURNS (List[List[CharSpan]]): Each doc's entities, doc offsets."""
-        return self.segmenter.merge(self.plans, [self.tag_set.decode(row) for row in self.ids])
+        if self.paths is None:
+            return [[] for _ in self.plans]
+        runs = tag_runs(self.tag_set.labels).runs(self.paths, self.lengths)
+        return self.segmenter.merge(self.plans, self._by_segment(runs))
 
     def scored(self, temperature: float = 1.0, threshold: float = 0.0) -> List[List[ScoredSpan]]:
         """Each doc's entities with their probabilities, those below `threshold` left out.
 
         temperature (float): Divides every CRF potential (calibration; 1.0: as trained).
         """
-        if self.scores is None:
+        if self.scores is None or self.paths is None:
             return [[] for _ in self.plans]
-        found = [self.tag_set.decode(row) for row in self.ids]
-        runs = [[(start, list(row[start:end])) for start, end, _ in spans] for spans, row in zip(found, self.ids)]
-        probs = self.tagger.run_probabilities(self.scores, self.lengths, self.forbidden, runs, temperature)
-        scored = [[(s, e, label, p) for (s, e, label), p in zip(spans, ps)] for spans, ps in zip(found, probs)]
-        return self.segmenter.merge(self.plans, [above(spans, threshold) for spans in scored])
+        row, first, end, label = tag_runs(self.tag_set.labels).runs(self.paths, self.lengths)
+        runs = (row, first, end, self.paths)
+        probs = self.tagger.span_probabilities(self.scores, self.lengths, self.forbidden, runs, temperature)
+        kept = probs >= threshold
+        kept_runs = (row[kept], first[kept], end[kept], label[kept])
+        return self.segmenter.merge(self.plans, self._by_segment(kept_runs, probs[kept]))
+
+    def _by_segment(self, runs: Runs, probs: Optional[numpy.ndarray] = None) -> List[List[Any]]:
+        """Each segment's spans (start, end, label[, probability]) from runs as arrays."""
+        labels = self.tag_set.labels
+        out: List[List[Any]] = [[] for _ in self.lengths]
+        row, first, end, label = (part.tolist() for part in runs)
+        if probs is None:
+            for r, s, e, k in zip(row, first, end, label):
+                out[r].append((s, e, labels[k]))
+        else:
+            for r, s, e, k, p in zip(row, first, end, label, probs.tolist()):
+                out[r].append((s, e, labels[k], p))
+        return out
 
 
 def decode_docs(
@@ -67,11 +90,13 @@ def decode_docs(
     segments, plans = segmenter.segments(list(docs))
     lengths = [len(segment) for segment in segments]
     if not any(lengths):
-        return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, [[] for _ in segments])
+        return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, None)
     scores = model.predict(segments)
-    forbidden = None if rules is None else rules.forbidden((s.text for s in segments), tag_set, scores.shape[1])
-    ids = tagger.decode(scores, lengths, forbidden)
-    return Decoded(segmenter, plans, tagger, tag_set, scores, lengths, forbidden, ids)
+    forbidden = None if rules is None else rules.forbidden([s.text for s in segments], tag_set, scores.shape[1])
+    # Masked once on the host, for Viterbi and the probabilities alike.
+    emissions = cast(Floats3d, host_emissions(scores, forbidden))
+    paths = tagger.best_paths(emissions, lengths)
+    return Decoded(segmenter, plans, tagger, tag_set, emissions, lengths, None, paths)
 
 
 def above(spans: Sequence[ScoredSpan], threshold: float) -> List[ScoredSpan]:
@@ -79,10 +104,14 @@ def above(spans: Sequence[ScoredSpan], threshold: float) -> List[ScoredSpan]:
     return [span for span in spans if span[3] >= threshold]
 
 
-def set_entity_scores(doc: Doc, key: str, scores: Sequence[float]) -> None:
+def set_entity_scores(doc: Doc, key: str, scores: Sequence[float], ents: Optional[Sequence[Span]] = None) -> None:
     """Put `doc.ents` and their probabilities in `doc.spans[key]`, as spancat does
-    (`attrs["scores"]`, aligned with the spans)."""
-    doc.spans[key] = SpanGroup(doc, name=key, spans=list(doc.ents), attrs={"scores": [float(s) for s in scores]})
+    (`attrs["scores"]`, aligned with the spans).
+
+    ents (Optional[Sequence[Span]]): `doc.ents` as just placed, to spare reading them back.
+    """
+    spans = list(doc.ents) if ents is None else list(ents)
+    doc.spans[key] = SpanGroup(doc, name=key, spans=spans, attrs={"scores": [float(s) for s in scores]})
 
 
 def write_entities(
@@ -95,9 +124,9 @@ def write_entities(
     """
     scored = bool(spans) and len(spans[0]) == 4
     plain: List[CharSpan] = [(s[0], s[1], s[2]) for s in spans]
-    kept = set_char_entities(doc, plain, alignment_mode, report)
+    ents, kept = place_char_entities(doc, plain, alignment_mode, report)
     if scores_key is not None:
-        set_entity_scores(doc, scores_key, [spans[i][3] for i in kept] if scored else [])
+        set_entity_scores(doc, scores_key, [spans[i][3] for i in kept] if scored else [], ents)
 
 
 def check_threshold(threshold: float, scores_key: Optional[str]) -> None:
