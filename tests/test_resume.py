@@ -20,7 +20,7 @@ from spacy.tokens import DocBin
 from spacy_flat.cli.convert import convert
 from spacy_flat.errors import FlatError
 from spacy_flat.training.checkpoints import MANIFEST, CheckpointStore, verify
-from spacy_flat.training.fingerprint import ResumeRefusedError
+from spacy_flat.training.fingerprint import ResumeRefusedError, sha256_file
 from spacy_flat.training.loop import CheckpointSettings, train
 
 from .conftest import ROOT, TINY, tiny_records
@@ -278,3 +278,17 @@ def test_cli_train_names_an_override_without_a_section(tmp_path: Path, capsys: p
 
     assert main(["train", str(CONFIG), "--output", str(tmp_path), "--max_steps", "3"]) == 1
     assert "--max_steps" in capsys.readouterr().err
+
+
+def test_the_fingerprint_leaves_out_where_the_data_lies_and_nothing_else(data: Path):
+    """The corpora's `path` is compared by content, so it is left out of the config; a setting whose
+    name begins the same way (`gold_preproc`) is not."""
+    from spacy.util import load_config
+
+    from spacy_flat.training.fingerprint import fingerprint
+
+    config = load_config(CONFIG, overrides=overrides(data, 4), interpolate=False)
+    found = fingerprint(config)
+    assert "corpora.train.gold_preproc" in found.config and "corpora.dev.gold_preproc" in found.config
+    assert "corpora.train.path" not in found.config and not any(k.startswith("paths.") for k in found.config)
+    assert list(found.data["train"].values()) == [sha256_file(data / "train.spacy")]

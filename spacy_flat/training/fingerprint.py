@@ -87,9 +87,12 @@ def fingerprint(config: Config) -> Fingerprint:
     corpora = {"train": training["train_corpus"], "dev": training["dev_corpus"]}
     readers = resolve_dot_names(interpolated, list(corpora.values()))
     data = {split: _hash_corpus(reader) for split, reader in zip(corpora, readers)}
-    # Where the data lies is left out: its content is compared (a reader's `path`, or a student's `gold` and `silver`).
-    ignored = ("paths.", *(f"{dot_name}.{key}" for dot_name in corpora.values() for key in ("path", "gold", "silver")))
-    flat = {key: value for key, value in _flatten(interpolated) if not key.startswith(ignored)}
+    # Where the data lies is left out: its content is compared (a reader's `path`, or a student's `gold` and
+    # `silver`). Those keys exactly: `gold_preproc`, say, is a setting like any other.
+    data_keys = {f"{dot_name}.{key}" for dot_name in corpora.values() for key in ("path", "gold", "silver")}
+    flat = {
+        key: value for key, value in _flatten(interpolated) if not key.startswith("paths.") and key not in data_keys
+    }
     return Fingerprint(flat, data, versions())
 
 
