@@ -1,38 +1,70 @@
 """The Lattice LSTM's training speed batched against one sentence a step, as the released code trains.
 
 Zhang and Yang's `LatticeLSTM.forward` asserts a batch of one: each step is one sentence, its words
-gathered in Python at every character. Here the same model (configs/<dataset>_lattice_lstm.cfg,
-initialized, not trained) trains one sentence a step and then batches of ten, in alternating rounds
-on the same sentences, one torch thread; the ratio is the batching's gain. One sentence a step here
-is still vectorised over the words ending at each character and over both directions, so it is
-faster than the released code's loop, and the ratio understates the gain over that code.
+gathered in Python at every character. Three ways to train on the same sentences, in alternating
+rounds, one torch thread:
+
+- the released design (benchmarks/released_lattice_lstm.py: its loops re-created on today's PyTorch,
+  the same sizes), one sentence a step;
+- `spacy-flat.LatticeLstmTagger.v1` (configs/<dataset>_lattice_lstm.cfg, initialized, not trained)
+  one sentence a step: still vectorised over the words ending at each character and both directions;
+- the same in batches of ten (the config's batcher gives about as many), through `nlp.update`,
+  featurizing included.
 
     OMP_NUM_THREADS=1 python benchmarks/lattice_lstm_speed.py resume --sentences 200 --rounds 3
 """
 
 import argparse
+import random
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 import torch
 from spacy.language import Language
-from spacy.training import Example
+from spacy.training import Example, offsets_to_biluo_tags
+from spacy.util import registry
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import examples, load_average, machine, train_split
 from family import from_config
+from released_lattice_lstm import ReleasedLatticeLstm, sentences_of, train_rate
 
 
-def sentences_per_second(nlp: Language, egs: List[Example], batch: int) -> float:
+def sentences_per_second(nlp: Language, batches: List[List[Example]]) -> float:
     optimizer = nlp.resume_training()
-    nlp.update(egs[:batch], sgd=optimizer)  # first-call set-up is not a training cost
+    nlp.update(batches[0], sgd=optimizer)  # first-call set-up is not a training cost
     start = time.perf_counter()
-    for i in range(0, len(egs), batch):
-        nlp.update(egs[i : i + batch], sgd=optimizer)
-    return len(egs) / (time.perf_counter() - start)
+    for batch in batches:
+        nlp.update(batch, sgd=optimizer)
+    return sum(len(batch) for batch in batches) / (time.perf_counter() - start)
+
+
+def config_batches(nlp: Language, egs: List[Example]) -> List[List[Example]]:
+    """`egs` in the batches the config's `[training.batcher]` makes (sentences of like
+    length together), in a fixed shuffled order as training would see them."""
+    batcher = registry.resolve({"batcher": nlp.config["training"]["batcher"]})["batcher"]
+    batches = [list(batch) for batch in batcher(egs)]
+    random.Random(0).shuffle(batches)
+    return batches
+
+
+def released_inputs(nlp: Language, egs: List[Example]):
+    """The stand-in's model, sentences and gold tag ids for `egs`, with the config's sizes."""
+    ner = nlp.get_pipe("flat_ner")
+    texts = [eg.reference.text for eg in egs]
+    sentences, chars, words = sentences_of(texts, [ner.lexicon.matches(text) for text in texts])
+    spans = [[(e.start_char, e.end_char, e.label_) for e in eg.reference.ents] for eg in egs]
+    tags = [offsets_to_biluo_tags(eg.reference, found) for eg, found in zip(egs, spans)]
+    names = sorted({tag for row in tags for tag in row})
+    ids = [torch.tensor([names.index(tag) for tag in row]) for row in tags]
+    model_config = nlp.config["components"]["flat_ner"]["model"]
+    model = ReleasedLatticeLstm(
+        chars, words, len(names), model_config["char_width"], model_config["word_width"], model_config["width"]
+    )
+    return model, sentences, ids
 
 
 def main() -> None:
@@ -47,18 +79,30 @@ def main() -> None:
     nlp = from_config(f"{args.dataset}_lattice_lstm.cfg", args.dataset)
     every = examples(nlp, args.dataset, train_split(args.dataset))
     egs = every[:: max(1, len(every) // args.sentences)][: args.sentences]
-    single: List[float] = []
-    batched: List[float] = []
+    model, sentences, tags = released_inputs(nlp, egs)
+    train_rate(model, sentences[:2], tags[:2])  # first-call set-up is not a training cost
+    ways = {
+        "one sentence a step": [[eg] for eg in egs],
+        f"batches of {args.batch} in reading order": [egs[i : i + args.batch] for i in range(0, len(egs), args.batch)],
+        "the config's batcher (like lengths together)": config_batches(nlp, egs),
+    }
+    released: List[float] = []
+    rates: Dict[str, List[float]] = {name: [] for name in ways}
     for _ in range(args.rounds):
-        single.append(sentences_per_second(nlp, egs, 1))
-        batched.append(sentences_per_second(nlp, egs, args.batch))
-    one, many = statistics.median(single), statistics.median(batched)
+        released.append(train_rate(model, sentences, tags))
+        for name, batches in ways.items():
+            rates[name].append(sentences_per_second(nlp, batches))
+    base = statistics.median(released)
+    sizes = [len(batch) for batch in ways["the config's batcher (like lengths together)"]]
     print(f"{len(egs)} {args.dataset} training sentences, {args.rounds} rounds; {load_average()} (after)\n")
-    print("| Lattice LSTM training | sentences/s (median) | range |")
-    print("|---|---|---|")
-    print(f"| one sentence a step (the released code's batch) | {one:.1f} | {min(single):.1f}–{max(single):.1f} |")
-    print(f"| batches of {args.batch} | {many:.1f} | {min(batched):.1f}–{max(batched):.1f} |")
-    print(f"\nBatched / one a step: {many / one:.2f}x")
+    print("| Lattice LSTM training | sentences/s (median) | range | against the released design |")
+    print("|---|---|---|---|")
+    rows = [("the released design, one sentence a step", released)]
+    rows += [(f"spacy-flat, {name}", found) for name, found in rates.items()]
+    for label, found in rows:
+        median = statistics.median(found)
+        print(f"| {label} | {median:.1f} | {min(found):.1f}–{max(found):.1f} | {median / base:.2f}x |")
+    print(f"\nThe config's batches: {len(sizes)}, {statistics.mean(sizes):.1f} sentences on average.")
 
 
 if __name__ == "__main__":
