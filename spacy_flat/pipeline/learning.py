@@ -1,0 +1,99 @@
+"""How `flat_ner` learns: from the examples' gold entities, and beside them from
+a teacher's soft targets when one is set (`teaching`).
+
+Kept apart from the component, as saving is, so that the component stays the
+glue of labels, set-up and prediction.
+"""
+
+import warnings
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from spacy.training import Example, validate_examples
+from thinc.api import Model, Optimizer
+from thinc.types import Floats3d
+
+from ..decoding.tags import TagSet
+from ..lattice.windows import Segment, Segmenter
+from ..layers import TorchTagger
+from .gold import gold_segments
+from .teaching import Teaching
+
+
+class LearnsFromExamples:
+    """What `FlatNER` learns with; the component provides the attributes below."""
+
+    name: str
+    model: Model
+    # A teacher to learn from beside the gold (distillation); never saved.
+    teaching: Optional[Teaching]
+    _tag_set: TagSet
+    # Gold labels met in training that the model has no tags for, already warned about.
+    _unknown_labels: Set[str]
+
+    if TYPE_CHECKING:
+
+        @property
+        def labels(self) -> Tuple[str, ...]: ...
+
+        @property
+        def segmenter(self) -> Segmenter: ...
+
+        @property
+        def tagger(self) -> TorchTagger: ...
+
+        def _require_initialized(self) -> None: ...
+
+        def finish_update(self, sgd: Optimizer) -> None: ...
+
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """Learn from a batch of examples, and from the teacher in `teaching` if one
+        is set. Empty docs are skipped."""
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        examples = list(examples)
+        validate_examples(examples, "FlatNER.update")
+        self._require_initialized()
+        segments, gold = self._training_segments(examples)
+        if not any(gold) and self.teaching is None:
+            return losses
+        scores, backprop = self.model.begin_update(segments)
+        if self.teaching is None:
+            loss, d_scores = self.tagger.loss(scores, gold)
+        else:
+            loss, d_scores = self.teaching.loss(self.tagger, segments, scores, gold)
+        backprop(d_scores)
+        losses[self.name] += loss
+        if sgd is not None:
+            self.finish_update(sgd)
+        return losses
+
+    def _training_segments(self, examples: Sequence[Example]) -> Tuple[List[Segment], List[List[int]]]:
+        segments, gold, unknown = gold_segments(examples, self.segmenter, self._tag_set)
+        if unknown:
+            self._warn_unknown_labels(unknown)
+        return segments, gold
+
+    def _warn_unknown_labels(self, labels: Set[str]) -> None:
+        new = labels - self._unknown_labels
+        if new:
+            # Said once per label: a sourced model trained on data with other labels
+            # would otherwise skip those entities without a word.
+            self._unknown_labels |= new
+            warnings.warn(
+                f"'{self.name}' skips gold entities labelled {sorted(new)}: it has tags only for "
+                f"{list(self.labels)}. Initialize it again (not from source) to learn new labels.",
+                stacklevel=3,
+            )
+
+    def get_loss(self, examples: Iterable[Example], scores: Floats3d) -> Tuple[float, Floats3d]:
+        """CRF loss and gradient of `scores` for the examples' reference entities."""
+        _, gold = self._training_segments(list(examples))
+        return self.tagger.loss(scores, gold)
