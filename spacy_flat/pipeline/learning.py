@@ -1,5 +1,6 @@
 """How `flat_ner` learns: from the examples' gold entities, and beside them from
-a teacher's soft targets when one is set (`teaching`).
+a teacher's soft targets when one is set (`teaching`); and what it gives a
+student when it is the teacher (`soft_targets`).
 
 Kept apart from the component, as saving is, so that the component stays the
 glue of labels, set-up and prediction.
@@ -12,9 +13,11 @@ from spacy.training import Example, validate_examples
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
 
+from ..decoding.boundaries import BoundaryRules
 from ..decoding.tags import TagSet
 from ..lattice.windows import Segment, Segmenter
 from ..layers import TorchTagger
+from ..types import SoftTarget
 from .gold import gold_segments
 from .teaching import Teaching
 
@@ -36,7 +39,13 @@ class LearnsFromExamples:
         def labels(self) -> Tuple[str, ...]: ...
 
         @property
+        def tag_set(self) -> TagSet: ...
+
+        @property
         def segmenter(self) -> Segmenter: ...
+
+        @property
+        def boundary_rules(self) -> Optional[BoundaryRules]: ...
 
         @property
         def tagger(self) -> TorchTagger: ...
@@ -97,3 +106,29 @@ class LearnsFromExamples:
         """CRF loss and gradient of `scores` for the examples' reference entities."""
         _, gold = self._training_segments(list(examples))
         return self.tagger.loss(scores, gold)
+
+    def soft_targets(
+        self, segments: Sequence[Segment], *, temperature: float = 1.0, top_k: int = 0
+    ) -> List[SoftTarget]:
+        """This component's soft targets for a student, under its boundary rules.
+
+        segments (Sequence[Segment]): The student's segments; their docs carry
+            what this component's model reads (a transformer's output, say).
+        temperature (float): Divides the CRF's potentials.
+        top_k (int): 0: each character's tag marginals, (length, n_tags) float32;
+            k > 0: the k best paths with their probabilities (`TopPaths`).
+        RETURNS (List[SoftTarget]): Per segment, in this component's tag order.
+        """
+        self._require_initialized()
+        lengths = [len(s) for s in segments]
+        if not any(lengths):
+            scores = self.model.ops.alloc3f(len(segments), 0, len(self.tag_set))
+        else:
+            scores = self.model.predict(list(segments))
+        rules = self.boundary_rules
+        forbidden = None
+        if rules is not None and any(lengths):
+            forbidden = rules.forbidden((s.text for s in segments), self.tag_set, scores.shape[1])
+        if top_k:
+            return list(self.tagger.top_paths(scores, lengths, forbidden, top_k, temperature))
+        return list(self.tagger.marginals(scores, lengths, forbidden, temperature))
