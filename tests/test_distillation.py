@@ -501,3 +501,95 @@ def test_distill_command_trains_a_student_from_its_teachers_top_paths(teachers, 
     config.write_text(text, encoding="utf8")
     assert main([*args[:3], str(tmp_path / "other"), *args[4:], *values]) == 1
     assert "[flat_distillation] targets must be one of ['marginals', 'top_k'], got 'paths'" in capfd.readouterr().err
+
+
+def fresh_student(seed, labels=None):
+    fix_random_seed(seed)
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=small_config())
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), labels=labels)
+    return nlp, ner
+
+
+def mean_kl(teacher_rows, student_rows):
+    """The mean over characters of KL(teacher || student) of the tag marginals."""
+    total, count = 0.0, 0
+    for q, p in zip(teacher_rows, student_rows):
+        q, p = q.astype("float64"), numpy.maximum(p.astype("float64"), 1e-12)
+        total += float(numpy.where(q > 0, q * (numpy.log(numpy.maximum(q, 1e-12)) - numpy.log(p)), 0.0).sum())
+        count += len(q)
+    return total / count
+
+
+@pytest.mark.parametrize("top_k", [0, 2])
+def test_distill_moves_the_students_marginals_toward_the_teachers(teachers, top_k):
+    """spaCy v4's shape: teacher pipe, distillation examples (reference for the teacher,
+    predicted for the student), no gold; the losses fall and the marginals meet."""
+    flat, _ = teachers
+    teacher = flat.get_pipe("flat_ner")
+    nlp, student = fresh_student(13)
+    texts = [eg.reference.text for eg in tiny_examples(nlp)]
+    examples = [Example(nlp.make_doc(t), flat.make_doc(t)) for t in texts]
+    segments, _ = student.segmenter.segments([nlp.make_doc(t) for t in texts])
+
+    def kl():
+        return mean_kl(teacher.soft_targets(segments), student.soft_targets(segments))
+
+    before = kl()
+    optimizer = nlp.create_optimizer()
+    losses = [student.distill(teacher, examples, sgd=optimizer, top_k=top_k)["flat_ner"] for _ in range(12)]
+    assert losses[-1] < 0.7 * losses[0]
+    assert kl() < 0.5 * before
+    # The losses dict is spaCy's: updated under the component's name, other keys kept.
+    assert student.distill(teacher, examples[:2], losses={"other": 1.0}).keys() == {"other", "flat_ner"}
+    assert student.distill(teacher, [Example(nlp.make_doc(""), flat.make_doc(""))]) == {"flat_ner": 0.0}
+
+
+def test_distill_refuses_a_teacher_with_other_labels_or_of_another_kind(teachers):
+    flat, _ = teachers
+    nlp, student = fresh_student(14, labels=["PER"])
+    examples = [Example(nlp.make_doc("张三在上海工作。"), flat.make_doc("张三在上海工作。"))]
+    with pytest.raises(ValueError, match=r"the teacher has labels .* but the student has \['PER'\]"):
+        student.distill(flat.get_pipe("flat_ner"), examples)
+    with pytest.raises(ValueError, match="learns from a flat_ner teacher, not from NoneType"):
+        student.distill(None, examples)
+    nlp, student = fresh_student(14)
+    mismatched = [Example(nlp.make_doc("张三在上海工作。"), flat.make_doc("李四在上海工作。"))]
+    with pytest.raises(ValueError, match="example 0: the reference and predicted docs differ in text"):
+        student.distill(flat.get_pipe("flat_ner"), mismatched)
+
+
+@pytest.mark.parametrize("top_k", [0, 3])
+def test_teacher_student_loss_is_teachings_soft_loss(teachers, top_k):
+    """get_teacher_student_loss, Teaching's soft loss on silver rows and one distill step
+    give the same loss, score gradient and CRF gradient."""
+    import torch
+
+    flat, _ = teachers
+    teacher = flat.get_pipe("flat_ner")
+    nlp, student = fresh_student(15)
+    texts = [eg.reference.text for eg in tiny_examples(nlp)]
+    segments, gold = student._training_segments(silver_of(nlp, texts))
+    scores = student.model.predict(segments)
+    targets = teacher.soft_targets(segments, temperature=2.0, top_k=top_k)
+    crf = student.tagger.module.crf
+
+    def with_crf_grad(run):
+        for param in student.tagger.module.parameters():
+            param.grad = None
+        loss, d_scores = run()
+        return loss, d_scores, crf.raw_transitions.grad.clone()
+
+    ours = with_crf_grad(lambda: student.get_teacher_student_loss(targets, scores, temperature=2.0))
+    teaching = Teaching(PipelineTeacher(flat, temperature=2.0, top_k=top_k), weight=0.5, temperature=2.0)
+    want = with_crf_grad(lambda: teaching.loss(student.tagger, segments, scores, gold))
+    assert ours[0] == pytest.approx(want[0], rel=1e-6) and ours[0] > 0
+    assert numpy.allclose(ours[1], want[1], atol=1e-7) and torch.allclose(ours[2], want[2], atol=1e-6)
+    # One distill step (no optimizer) reports the same loss and accumulates the same CRF gradient.
+    examples = [Example(nlp.make_doc(t), flat.make_doc(t)) for t in texts]
+    for param in student.tagger.module.parameters():
+        param.grad = None
+    losses = student.distill(teacher, examples, temperature=2.0, top_k=top_k)
+    assert losses["flat_ner"] == pytest.approx(want[0], rel=1e-5)
+    assert torch.allclose(crf.raw_transitions.grad, want[2], atol=1e-5)

@@ -1,6 +1,8 @@
 """How `flat_ner` learns: from the examples' gold entities, and beside them from
-a teacher's soft targets when one is set (`teaching`); and what it gives a
-student when it is the teacher (`soft_targets`).
+a teacher's soft targets when one is set (`teaching`); from a teacher pipe
+alone, in the shape of spaCy v4's `TrainablePipe.distill` and
+`get_teacher_student_loss`; and what it gives a student when it is the teacher
+(`soft_targets`).
 
 Kept apart from the component, as saving is, so that the component stays the
 glue of labels, set-up and prediction.
@@ -9,6 +11,7 @@ glue of labels, set-up and prediction.
 import warnings
 from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from spacy.pipeline import TrainablePipe
 from spacy.training import Example, validate_examples
 from thinc.api import Model, Optimizer
 from thinc.types import Floats3d
@@ -19,7 +22,7 @@ from ..lattice.windows import Segment, Segmenter
 from ..layers import TorchTagger
 from ..types import SoftTarget
 from .gold import gold_segments
-from .teaching import Teaching
+from .teaching import Teaching, check_labels, soft_loss
 
 
 class LearnsFromExamples:
@@ -106,6 +109,81 @@ class LearnsFromExamples:
         """CRF loss and gradient of `scores` for the examples' reference entities."""
         _, gold = self._training_segments(list(examples))
         return self.tagger.loss(scores, gold)
+
+    def distill(
+        self,
+        teacher_pipe: Optional[TrainablePipe],
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+        temperature: float = 1.0,
+        top_k: int = 0,
+    ) -> Dict[str, float]:
+        """Learn from a teacher pipe's soft targets alone, no gold (spaCy v4's
+        `TrainablePipe.distill`): the teacher reads each example's reference doc,
+        the student its predicted doc, both of one text and cut into the
+        student's training windows, as a silver doc is in `update`.
+
+        teacher_pipe (Optional[TrainablePipe]): A trained `flat_ner` with this
+            component's labels.
+        examples (Iterable[Example]): Distillation examples: the reference (teacher)
+            and predicted (student) docs of each have the same text.
+        drop (float): The dropout rate (unused: dropout comes from the model's config).
+        sgd (Optional[Optimizer]): The optimizer; None only accumulates gradients.
+        losses (Optional[Dict[str, float]]): The losses so far, updated under
+            the component's name.
+        temperature (float): Divides both CRFs' potentials (spaCy v4 passes it
+            from the component's `component_cfg`, as `top_k`).
+        top_k (int): 0: learn the teacher's tag marginals; k > 0: its k best paths.
+        RETURNS (Dict[str, float]): The updated losses.
+        """
+        if losses is None:
+            losses = {}
+        losses.setdefault(self.name, 0.0)
+        if not isinstance(teacher_pipe, LearnsFromExamples):
+            raise ValueError(f"'{self.name}' learns from a flat_ner teacher, not from {type(teacher_pipe).__name__}")
+        check_labels(self.labels, teacher_pipe.labels)
+        examples = list(examples)
+        validate_examples(examples, "FlatNER.distill")
+        for k, eg in enumerate(examples):
+            if eg.reference.text != eg.predicted.text:
+                raise ValueError(f"distillation example {k}: the reference and predicted docs differ in text")
+        self._require_initialized()
+        segments: List[Segment] = []
+        taught: List[Segment] = []
+        for eg in examples:
+            for segment, _ in self.segmenter.training_segments(eg.predicted, []):
+                segments.append(segment)
+                taught.append(Segment(eg.reference, segment.start, segment.end, segment.text))
+        if not any(len(s) for s in segments):
+            return losses
+        teacher_scores = teacher_pipe.soft_targets(taught, temperature=temperature, top_k=top_k)
+        student_scores, backprop = self.model.begin_update(segments)
+        loss, d_scores = self.get_teacher_student_loss(teacher_scores, student_scores, temperature=temperature)
+        backprop(d_scores)
+        if sgd is not None:
+            self.finish_update(sgd)
+        losses[self.name] += loss
+        return losses
+
+    def get_teacher_student_loss(
+        self, teacher_scores: Sequence[SoftTarget], student_scores: Floats3d, *, temperature: float = 1.0
+    ) -> Tuple[float, Floats3d]:
+        """The loss and its gradient of the student's scores relative to the
+        teacher's (spaCy v4's `get_teacher_student_loss`), the soft loss of
+        `Teaching` (`teaching.soft_loss`): the cross-entropy of the student CRF's
+        marginals against the teacher's, or the weighted NLL of its best paths.
+
+        teacher_scores (Sequence[SoftTarget]): Per row, the teacher's soft targets
+            (its `soft_targets`).
+        student_scores (Floats3d): The student's emission scores of the same rows.
+        temperature (float): Divides the student CRF's potentials; the teacher's
+            targets must come at the same temperature.
+        RETURNS (Tuple[float, Floats3d]): The loss, averaged over non-empty rows, and the gradient.
+        """
+        return soft_loss(self.tagger, student_scores, list(teacher_scores), temperature)
 
     def soft_targets(
         self, segments: Sequence[Segment], *, temperature: float = 1.0, top_k: int = 0
