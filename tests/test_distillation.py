@@ -335,3 +335,261 @@ def test_teaching_loss_is_the_weighted_sum_of_gold_and_soft_losses_and_gradients
     assert numpy.allclose(d_scores, want, atol=1e-6)
     # The CRF's own gradients are weighted the same way.
     assert torch.allclose(crf_grad, (1 - alpha) * g_gold + alpha * g_soft_gold + g_soft_silver, atol=1e-5)
+
+
+def path_score(crf, emissions, path):
+    """start + emissions + transitions + end of one tag path, in float64."""
+    trans = crf.transitions.detach().double().numpy()
+    start, end = crf.start_transitions.detach().double().numpy(), crf.end_transitions.detach().double().numpy()
+    score = start[path[0]] + sum(float(emissions[t, y]) for t, y in enumerate(path)) + end[path[-1]]
+    return score + sum(trans[a, b] for a, b in zip(path, path[1:]))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0])
+def test_top_k_teacher_gives_its_best_paths_with_their_probabilities_renormalised(teachers, temperature):
+    from spacy_flat.types import TopPaths
+
+    flat, _ = teachers
+    ner = flat.get_pipe("flat_ner")
+    texts = [eg.reference.text for eg in tiny_examples(flat)] + [""]
+    segments = segments_of(flat, texts)
+    rows = PipelineTeacher(flat, temperature=temperature, top_k=3).targets(segments)
+    scores = ner.model.predict([s for s in segments if len(s)])
+    lengths = [len(s) for s in segments if len(s)]
+    forbidden = ner.boundary_rules.forbidden((s.text for s in segments if len(s)), ner.tag_set, scores.shape[1])
+    viterbi = ner.tagger.decode(scores, lengths, forbidden)
+    for b, row in enumerate(rows[:-1]):
+        assert isinstance(row, TopPaths) and row.paths.shape == (3, lengths[b])
+        assert len({tuple(p) for p in row.paths.tolist()}) == 3
+        assert row.paths[0].tolist() == viterbi[b]
+        # The CRF's own probabilities of the three paths, renormalised over them: Z cancels.
+        logits = numpy.array([path_score(ner.tagger.module.crf, scores[b], p) for p in row.paths]) / temperature
+        want = numpy.exp(logits - logits.max())
+        assert numpy.allclose(row.probabilities, want / want.sum(), atol=1e-6)
+        assert row.probabilities.sum() == pytest.approx(1.0, abs=1e-6)
+        assert list(row.probabilities) == sorted(row.probabilities, reverse=True)
+    assert rows[-1].paths.shape == (0, 0) and rows[-1].probabilities.shape == (0,)
+
+
+def test_cache_computes_each_segments_top_paths_once(teachers):
+    flat, _ = teachers
+    teacher = PipelineTeacher(flat, top_k=2)
+    cache = CachedTargets(teacher)
+    segments = segments_of(flat, ["北京大学的张三在上海工作。", "李四去了南京。", "北京大学的张三在上海工作。"])
+    first = cache.targets(segments)
+    again = cache.targets(segments[1:])
+    assert cache.computed == 2 and cache.reused == 3
+    want = teacher.targets(segments[1:2])[0]
+    for row in (first[1], again[0]):
+        assert numpy.array_equal(row.paths, want.paths) and numpy.allclose(row.probabilities, want.probabilities)
+    assert numpy.array_equal(first[0].paths, first[2].paths)
+
+
+def test_an_ensemble_of_top_k_teachers_pools_their_paths_with_mean_probabilities(teachers):
+    flat, tener = teachers
+    texts = ["北京大学的张三在上海工作。", "李四去了南京。", "华为公司在深圳。"]
+    segments = segments_of(flat, texts)
+    members = [PipelineTeacher(flat, top_k=2), PipelineTeacher(tener, top_k=2)]
+    pooled = EnsembleTeacher(members).targets(segments)
+    own = [member.targets(segments) for member in members]
+    for k, row in enumerate(pooled):
+        want = {}
+        for member in own:
+            for path, p in zip(member[k].paths.tolist(), member[k].probabilities):
+                want[tuple(path)] = want.get(tuple(path), 0.0) + p / 2
+        got = {tuple(path): p for path, p in zip(row.paths.tolist(), row.probabilities)}
+        assert got.keys() == want.keys() and 2 <= len(got) <= 4
+        assert all(got[path] == pytest.approx(want[path], abs=1e-6) for path in got)
+        assert row.probabilities.sum() == pytest.approx(1.0, abs=1e-6)
+        assert list(row.probabilities) == sorted(row.probabilities, reverse=True)
+    with pytest.raises(ValueError, match="all give tag marginals or all give best paths"):
+        EnsembleTeacher([PipelineTeacher(flat, top_k=2), PipelineTeacher(tener)])
+    with pytest.raises(ValueError, match="top_k = 0"):
+        ensemble_entities(EnsembleTeacher(members), flat.get_pipe("flat_ner"), [flat.make_doc(texts[0])])
+
+
+def silver_of(nlp, texts):
+    """Examples without gold, marked silver: learned from the teacher alone."""
+    examples = []
+    for text in texts:
+        doc = nlp.make_doc(text)
+        doc.user_data[SILVER] = True
+        examples.append(Example(nlp.make_doc(text), doc))
+    return examples
+
+
+def test_top_1_targets_are_training_on_the_teachers_viterbi_path(teachers):
+    """One path of probability 1: the same losses, score gradients and training steps as
+    gold training on the teacher's own entities (its Viterbi path)."""
+    flat, _ = teachers
+    texts = [eg.reference.text for eg in tiny_examples(flat)]
+    as_gold = [Example(flat.make_doc(t), flat(t)) for t in texts]
+    assert any(eg.reference.ents for eg in as_gold)
+
+    def run(top_1):
+        fix_random_seed(11)
+        nlp = spacy.blank("zh")
+        ner = nlp.add_pipe("flat_ner", config=small_config())
+        ner.initialize(lambda: tiny_examples(nlp), nlp=nlp, lexicon=small_lexicon())
+        if top_1:
+            examples = silver_of(nlp, texts)
+            ner.teaching = Teaching(PipelineTeacher(flat, top_k=1), weight=0.5)
+        else:
+            examples = [Example(nlp.make_doc(eg.text), eg.reference) for eg in as_gold]
+        segments, gold = ner._training_segments(examples)
+        scores = ner.model.predict(segments)
+        teaching = ner.teaching
+        first = teaching.loss(ner.tagger, segments, scores, gold) if teaching else ner.tagger.loss(scores, gold)
+        optimizer = nlp.create_optimizer()
+        return first, [nlp.update(examples, sgd=optimizer)["flat_ner"] for _ in range(3)]
+
+    (loss, d_scores), steps = run(True)
+    (want_loss, want_d_scores), want_steps = run(False)
+    assert loss == pytest.approx(want_loss, rel=1e-6)
+    assert numpy.allclose(d_scores, want_d_scores, atol=1e-7)
+    assert steps == pytest.approx(want_steps, rel=1e-5)
+
+
+def test_student_learns_the_teachers_entities_from_its_top_paths_alone(teachers):
+    flat, _ = teachers
+    fix_random_seed(3)
+    nlp = spacy.blank("zh")
+    student = nlp.add_pipe("flat_ner", config=small_config())
+    gold = tiny_examples(nlp)
+    student.initialize(lambda: gold, nlp=nlp, lexicon=small_lexicon())
+    cache = CachedTargets(PipelineTeacher(flat, top_k=3))
+    student.teaching = Teaching(cache, weight=0.5)
+    silver = silver_of(nlp, [eg.reference.text for eg in gold])
+    optimizer = nlp.create_optimizer()
+    losses = [nlp.update(silver, sgd=optimizer)["flat_ner"] for _ in range(80)]
+    assert losses[-1] < losses[0] / 2
+    assert cache.computed == len(silver) and cache.reused == 79 * len(silver)
+    student.teaching = None
+    agree = sum(entities(nlp(eg.reference.text)) == entities(flat(eg.reference.text)) for eg in gold)
+    assert agree >= 0.7 * len(gold)
+
+
+def test_distillation_settings_refuse_unknown_targets_and_bad_top_k():
+    from spacy_flat.distillation.settings import DistillationSettings
+    from spacy_flat.errors import FlatError
+
+    settings = DistillationSettings.from_config({"targets": "top_k", "top_k": 2}, "student.cfg")
+    assert settings.teacher_top_k == 2 and DistillationSettings().teacher_top_k == 0
+    with pytest.raises(FlatError, match=r"student\.cfg: \[flat_distillation\] targets must be one of .*'paths'"):
+        DistillationSettings.from_config({"targets": "paths"}, "student.cfg")
+    for bad in (0, 1.5, True):
+        with pytest.raises(FlatError, match=r"\[flat_distillation\] top_k must be"):
+            DistillationSettings.from_config({"targets": "top_k", "top_k": bad}, "student.cfg")
+
+
+def test_distill_command_trains_a_student_from_its_teachers_top_paths(teachers, tmp_path, capfd):
+    from spacy_flat.cli.main import main
+
+    from .test_resume import cli_args, overrides
+
+    flat, _ = teachers
+    config, data, teacher = student_setup(flat, tmp_path)
+    values = cli_args(overrides(data, 8))
+    args = ["distill", str(config), "--output", str(tmp_path / "student"), "--teacher", str(teacher)]
+    assert main([*args, "--targets", "top_k", "--top-k", "2", *values]) == 0
+    assert (tmp_path / "student" / "model-last" / "meta.json").exists()
+    written = (tmp_path / "student" / "distill.cfg").read_text(encoding="utf8")
+    assert 'targets = "top_k"' in written and "top_k = 2" in written
+    assert "Soft targets: the 2 best paths of each teacher" in capfd.readouterr().out
+    # An unknown kind of target in the config is refused, naming the block.
+    text = config.read_text(encoding="utf8").replace("soft_weight = 0.7", 'soft_weight = 0.7\ntargets = "paths"')
+    config.write_text(text, encoding="utf8")
+    assert main([*args[:3], str(tmp_path / "other"), *args[4:], *values]) == 1
+    assert "[flat_distillation] targets must be one of ['marginals', 'top_k'], got 'paths'" in capfd.readouterr().err
+
+
+def fresh_student(seed, labels=None):
+    fix_random_seed(seed)
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=small_config())
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), labels=labels)
+    return nlp, ner
+
+
+def mean_kl(teacher_rows, student_rows):
+    """The mean over characters of KL(teacher || student) of the tag marginals."""
+    total, count = 0.0, 0
+    for q, p in zip(teacher_rows, student_rows):
+        q, p = q.astype("float64"), numpy.maximum(p.astype("float64"), 1e-12)
+        total += float(numpy.where(q > 0, q * (numpy.log(numpy.maximum(q, 1e-12)) - numpy.log(p)), 0.0).sum())
+        count += len(q)
+    return total / count
+
+
+@pytest.mark.parametrize("top_k", [0, 2])
+def test_distill_moves_the_students_marginals_toward_the_teachers(teachers, top_k):
+    """spaCy v4's shape: teacher pipe, distillation examples (reference for the teacher,
+    predicted for the student), no gold; the losses fall and the marginals meet."""
+    flat, _ = teachers
+    teacher = flat.get_pipe("flat_ner")
+    nlp, student = fresh_student(13)
+    texts = [eg.reference.text for eg in tiny_examples(nlp)]
+    examples = [Example(nlp.make_doc(t), flat.make_doc(t)) for t in texts]
+    segments, _ = student.segmenter.segments([nlp.make_doc(t) for t in texts])
+
+    def kl():
+        return mean_kl(teacher.soft_targets(segments), student.soft_targets(segments))
+
+    before = kl()
+    optimizer = nlp.create_optimizer()
+    losses = [student.distill(teacher, examples, sgd=optimizer, top_k=top_k)["flat_ner"] for _ in range(12)]
+    assert losses[-1] < 0.7 * losses[0]
+    assert kl() < 0.5 * before
+    # The losses dict is spaCy's: updated under the component's name, other keys kept.
+    assert student.distill(teacher, examples[:2], losses={"other": 1.0}).keys() == {"other", "flat_ner"}
+    assert student.distill(teacher, [Example(nlp.make_doc(""), flat.make_doc(""))]) == {"flat_ner": 0.0}
+
+
+def test_distill_refuses_a_teacher_with_other_labels_or_of_another_kind(teachers):
+    flat, _ = teachers
+    nlp, student = fresh_student(14, labels=["PER"])
+    examples = [Example(nlp.make_doc("张三在上海工作。"), flat.make_doc("张三在上海工作。"))]
+    with pytest.raises(ValueError, match=r"the teacher has labels .* but the student has \['PER'\]"):
+        student.distill(flat.get_pipe("flat_ner"), examples)
+    with pytest.raises(ValueError, match="learns from a flat_ner teacher, not from NoneType"):
+        student.distill(None, examples)
+    nlp, student = fresh_student(14)
+    mismatched = [Example(nlp.make_doc("张三在上海工作。"), flat.make_doc("李四在上海工作。"))]
+    with pytest.raises(ValueError, match="example 0: the reference and predicted docs differ in text"):
+        student.distill(flat.get_pipe("flat_ner"), mismatched)
+
+
+@pytest.mark.parametrize("top_k", [0, 3])
+def test_teacher_student_loss_is_teachings_soft_loss(teachers, top_k):
+    """get_teacher_student_loss, Teaching's soft loss on silver rows and one distill step
+    give the same loss, score gradient and CRF gradient."""
+    import torch
+
+    flat, _ = teachers
+    teacher = flat.get_pipe("flat_ner")
+    nlp, student = fresh_student(15)
+    texts = [eg.reference.text for eg in tiny_examples(nlp)]
+    segments, gold = student._training_segments(silver_of(nlp, texts))
+    scores = student.model.predict(segments)
+    targets = teacher.soft_targets(segments, temperature=2.0, top_k=top_k)
+    crf = student.tagger.module.crf
+
+    def with_crf_grad(run):
+        for param in student.tagger.module.parameters():
+            param.grad = None
+        loss, d_scores = run()
+        return loss, d_scores, crf.raw_transitions.grad.clone()
+
+    ours = with_crf_grad(lambda: student.get_teacher_student_loss(targets, scores, temperature=2.0))
+    teaching = Teaching(PipelineTeacher(flat, temperature=2.0, top_k=top_k), weight=0.5, temperature=2.0)
+    want = with_crf_grad(lambda: teaching.loss(student.tagger, segments, scores, gold))
+    assert ours[0] == pytest.approx(want[0], rel=1e-6) and ours[0] > 0
+    assert numpy.allclose(ours[1], want[1], atol=1e-7) and torch.allclose(ours[2], want[2], atol=1e-6)
+    # One distill step (no optimizer) reports the same loss and accumulates the same CRF gradient.
+    examples = [Example(nlp.make_doc(t), flat.make_doc(t)) for t in texts]
+    for param in student.tagger.module.parameters():
+        param.grad = None
+    losses = student.distill(teacher, examples, temperature=2.0, top_k=top_k)
+    assert losses["flat_ner"] == pytest.approx(want[0], rel=1e-5)
+    assert torch.allclose(crf.raw_transitions.grad, want[2], atol=1e-5)

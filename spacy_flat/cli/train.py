@@ -33,6 +33,13 @@ def add_commands(commands: Any) -> None:
     )
     distill.add_argument("--soft-weight", type=float, default=None, help="α, the soft loss's share on gold docs")
     distill.add_argument("--temperature", type=float, default=None, help="divides both CRFs' potentials")
+    distill.add_argument(
+        "--targets",
+        choices=["marginals", "top_k"],
+        default=None,
+        help="the soft targets: tag marginals, or each teacher's top_k best paths",
+    )
+    distill.add_argument("--top-k", type=int, default=None, help="best paths per teacher with --targets top_k")
     distill.add_argument("--silver", type=Path, default=None, help="silver sentences (from `silver`) beside the gold")
     distill.add_argument("--silver-ratio", type=float, default=1.0, help="silver sentences per gold one")
     distill.set_defaults(run=run_distill, takes_overrides=True)
@@ -91,7 +98,7 @@ def run_distill(args: argparse.Namespace, extra: Sequence[str]) -> None:
             raise FlatError(f"{args.config}: {err}") from None
         names = ", ".join(settings.teachers)
         print(f"ℹ Teachers: {names} (soft weight {settings.soft_weight}, temperature {settings.temperature})")
-        print(f"ℹ Soft targets cached per segment ({type(cache.teacher).__name__})")
+        print(f"ℹ Soft targets: {settings.describe()}, cached per segment ({type(cache.teacher).__name__})")
 
     checkpoints = CheckpointSettings(steps=args.checkpoint_steps, minutes=args.checkpoint_minutes, keep=args.keep)
     train(config_path, args.output, overrides=overrides, use_gpu=args.gpu_id, settings=checkpoints, prepare=prepare)
@@ -99,7 +106,7 @@ def run_distill(args: argparse.Namespace, extra: Sequence[str]) -> None:
 
 def student_config(args: argparse.Namespace) -> Path:
     """Write `OUTPUT/distill.cfg`: the student's config with the command's teachers, weight,
-    temperature and silver corpus. RETURNS (Path): Its path."""
+    temperature, soft targets and silver corpus. RETURNS (Path): Its path."""
     from thinc.api import Config
 
     if not args.config.exists():
@@ -108,7 +115,7 @@ def student_config(args: argparse.Namespace) -> Path:
     block = dict(config.get("flat_distillation", {}))
     if args.teacher:
         block["teachers"] = list(args.teacher)
-    for key in ("soft_weight", "temperature"):
+    for key in ("soft_weight", "temperature", "targets", "top_k"):
         if getattr(args, key) is not None:
             block[key] = getattr(args, key)
     config["flat_distillation"] = block

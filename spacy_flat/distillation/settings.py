@@ -5,6 +5,9 @@ from typing import Any, Dict, List
 
 from ..errors import FlatError
 
+# The kinds of soft target a teacher gives (DistillationSettings.targets).
+TARGETS = ("marginals", "top_k")
+
 
 @dataclass
 class SilverSettings:
@@ -37,12 +40,35 @@ class DistillationSettings:
     component (str): The student's (and the teachers') `flat_ner` component.
     soft_weight (float): α: the soft loss's share on gold docs, (1 - α) gold + α soft.
     temperature (float): Divides both CRFs' potentials for the soft targets.
+    targets (str): "marginals": each character's tag marginals, the student
+        learning their cross-entropy; "top_k": the teachers' `top_k` best paths
+        with their probabilities renormalised over them, the student learning
+        their weighted negative log-likelihood (Wang et al., 2020, Top-WK).
+    top_k (int): How many best paths with targets = "top_k" (per teacher: an
+        ensemble pools its members' paths).
     """
 
     teachers: List[str] = field(default_factory=list)
     component: str = "flat_ner"
     soft_weight: float = 0.5
     temperature: float = 1.0
+    targets: str = "marginals"
+    top_k: int = 3
+
+    def __post_init__(self) -> None:
+        if self.targets not in TARGETS:
+            raise FlatError(f"[flat_distillation] targets must be one of {list(TARGETS)}, got {self.targets!r}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 1:
+            raise FlatError(f"[flat_distillation] top_k must be a whole number of paths, 1 or more, got {self.top_k!r}")
+
+    @property
+    def teacher_top_k(self) -> int:
+        """RETURNS (int): The paths each teacher gives; 0 for tag marginals."""
+        return self.top_k if self.targets == "top_k" else 0
+
+    def describe(self) -> str:
+        """RETURNS (str): The soft targets, in words."""
+        return "tag marginals" if self.targets == "marginals" else f"the {self.top_k} best paths of each teacher"
 
     @classmethod
     def from_config(cls, block: Dict[str, Any], where: str) -> "DistillationSettings":
@@ -50,6 +76,9 @@ class DistillationSettings:
         unknown = set(block) - {f.name for f in fields(cls)}
         if unknown:
             raise FlatError(f"{where}: [flat_distillation] has unknown settings {sorted(unknown)}")
-        settings = cls(**block)
+        try:
+            settings = cls(**block)
+        except FlatError as err:
+            raise FlatError(f"{where}: {err}") from None
         settings.teachers = [str(path) for path in settings.teachers]
         return settings

@@ -20,7 +20,10 @@ def attach_teachers(nlp: Language, settings: DistillationSettings) -> CachedTarg
     student = nlp.get_pipe(settings.component)
     if not isinstance(student, FlatNER):
         raise ValueError(f"'{settings.component}' is a {type(student).__name__}, not flat_ner")
-    members = [PipelineTeacher.from_disk(path, settings.component, settings.temperature) for path in settings.teachers]
+    members = [
+        PipelineTeacher.from_disk(path, settings.component, settings.temperature, settings.teacher_top_k)
+        for path in settings.teachers
+    ]
     teacher = members[0] if len(members) == 1 else EnsembleTeacher(members)
     check_labels(student.labels, teacher.labels)
     cache = CachedTargets(teacher)

@@ -1,10 +1,11 @@
 """Teachers: trained pipelines, alone or as an ensemble, that give a student
-per-character tag marginals for the very segments it encodes."""
+soft targets for the very segments it encodes: per-character tag marginals, or
+the best tag paths with their probabilities."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 import spacy
@@ -15,7 +16,7 @@ from ..decoding.posterior import posterior_decode
 from ..lattice.windows import Segment
 from ..pipeline.component import FlatNER
 from ..pipeline.teaching import check_labels
-from ..types import ScoredSpan
+from ..types import ScoredSpan, SoftTarget, TopPaths
 
 
 class PipelineTeacher:
@@ -29,53 +30,57 @@ class PipelineTeacher:
     nlp (Language): The teacher pipeline.
     name (str): Its `flat_ner` component.
     temperature (float): Divides the teacher CRF's potentials.
+    top_k (int): 0: tag marginals; k > 0: the k best paths (`FlatNER.soft_targets`).
     """
 
-    def __init__(self, nlp: Language, name: str = "flat_ner", temperature: float = 1.0) -> None:
+    def __init__(self, nlp: Language, name: str = "flat_ner", temperature: float = 1.0, top_k: int = 0) -> None:
         component = nlp.get_pipe(name)
         if not isinstance(component, FlatNER):
             raise ValueError(f"'{name}' in the teacher pipeline is a {type(component).__name__}, not flat_ner")
+        if top_k < 0:
+            raise ValueError(f"top_k must be 0 (tag marginals) or more, got {top_k}")
         self.nlp = nlp
         self.component = component
         self.temperature = temperature
+        self.top_k = top_k
         self.labels: Tuple[str, ...] = component.labels
         self._upstream = nlp.pipe_names[: nlp.pipe_names.index(name)]
 
     @classmethod
-    def from_disk(cls, path: Union[str, Path], name: str = "flat_ner", temperature: float = 1.0) -> PipelineTeacher:
+    def from_disk(
+        cls, path: Union[str, Path], name: str = "flat_ner", temperature: float = 1.0, top_k: int = 0
+    ) -> PipelineTeacher:
         """Load a saved or packaged pipeline (a path or an installed package's name)."""
-        return cls(spacy.load(path), name, temperature)
+        return cls(spacy.load(path), name, temperature, top_k)
 
     @property
     def reads_whole_docs(self) -> bool:
         """Whether a segment's marginals depend on its doc beyond its own text (a transformer reads it)."""
         return bool(self._upstream)
 
-    def targets(self, segments: Sequence[Segment]) -> List[numpy.ndarray]:
-        """RETURNS: Per segment, (length, n_tags) tag marginals under the teacher's boundary rules."""
-        component = self.component
-        if not any(len(s) for s in segments):
-            return [numpy.zeros((0, len(component.tag_set)), dtype="float32") for _ in segments]
-        texts: Dict[int, str] = {}
-        for segment in segments:
-            texts.setdefault(id(segment.doc), segment.doc.text)
-        with self.nlp.select_pipes(enable=self._upstream):
-            docs = dict(zip(texts, self.nlp.pipe(texts.values())))
-        own = [Segment(docs[id(s.doc)], s.start, s.end, s.text) for s in segments]
-        scores = component.model.predict(own)
-        rules = component.boundary_rules
-        forbidden = None
-        if rules is not None:
-            forbidden = rules.forbidden((s.text for s in own), component.tag_set, scores.shape[1])
-        return component.tagger.marginals(scores, [len(s) for s in own], forbidden, self.temperature)
+    def targets(self, segments: Sequence[Segment]) -> List[SoftTarget]:
+        """RETURNS: Per segment, (length, n_tags) tag marginals, or the `top_k` best
+        paths (`TopPaths`), under the teacher's boundary rules."""
+        own = list(segments)
+        if any(len(s) for s in segments):
+            texts: Dict[int, str] = {}
+            for segment in segments:
+                texts.setdefault(id(segment.doc), segment.doc.text)
+            with self.nlp.select_pipes(enable=self._upstream):
+                docs = dict(zip(texts, self.nlp.pipe(texts.values())))
+            own = [Segment(docs[id(s.doc)], s.start, s.end, s.text) for s in segments]
+        return self.component.soft_targets(own, temperature=self.temperature, top_k=self.top_k)
 
 
 class EnsembleTeacher:
-    """Several teachers with the same labels: each character's tag marginals are
-    the mean of the members' (a mixture of their distributions).
+    """Several teachers with the same labels whose distributions are mixed, each
+    member weighing the same: each character's tag marginals are the mean of the
+    members'; with best paths, the members' paths are pooled, each with the mean
+    of its probability under every member (0 under a member that did not keep
+    it), so up to k paths per member (`pool_paths`).
 
-    members (Sequence): Teachers (`PipelineTeacher`, or anything with `labels`
-        and `targets`).
+    members (Sequence): Teachers (`PipelineTeacher`, or anything with `labels`,
+        `top_k` and `targets`), all giving marginals or all giving paths.
     """
 
     def __init__(self, members: Sequence[PipelineTeacher]) -> None:
@@ -85,15 +90,43 @@ class EnsembleTeacher:
         self.labels = members[0].labels
         for k, member in enumerate(members[1:], start=2):
             check_labels(self.labels, member.labels, f"ensemble member {k}")
+        kinds = {bool(member.top_k) for member in members}
+        if len(kinds) > 1:
+            raise ValueError("an ensemble's members must all give tag marginals or all give best paths (top_k)")
+        self.top_k = max(member.top_k for member in members)
 
     @property
     def reads_whole_docs(self) -> bool:
         return any(member.reads_whole_docs for member in self.members)
 
-    def targets(self, segments: Sequence[Segment]) -> List[numpy.ndarray]:
-        """RETURNS: Per segment, the mean of the members' marginals."""
+    def targets(self, segments: Sequence[Segment]) -> List[SoftTarget]:
+        """RETURNS: Per segment, the mean of the members' marginals, or their pooled paths."""
         per_member = [member.targets(segments) for member in self.members]
+        if self.top_k:
+            return [pool_paths([cast(TopPaths, row) for row in rows]) for rows in zip(*per_member)]
         return [numpy.mean(rows, axis=0).astype("float32") for rows in zip(*per_member)]
+
+
+def pool_paths(members: Sequence[TopPaths]) -> TopPaths:
+    """The mixture of several teachers' best paths through one segment: every path
+    any of them kept, with the mean of its probabilities under them (0 where a
+    teacher did not keep it), most probable first (ties in the order met). The
+    probabilities still sum to 1, as each teacher's do.
+
+    RETURNS (TopPaths): The pooled paths.
+    """
+    found: Dict[bytes, numpy.ndarray] = {}
+    mass: Dict[bytes, float] = {}
+    for member in members:
+        for path, probability in zip(member.paths, member.probabilities):
+            key = path.astype("int16").tobytes()
+            found.setdefault(key, path)
+            mass[key] = mass.get(key, 0.0) + float(probability) / len(members)
+    if not found:
+        return members[0]
+    order = sorted(found, key=lambda key: -mass[key])
+    paths = numpy.stack([found[key] for key in order]).astype("int16")
+    return TopPaths(paths, numpy.array([mass[key] for key in order], dtype="float32"))
 
 
 class CachedTargets:
@@ -107,12 +140,12 @@ class CachedTargets:
     def __init__(self, teacher: Union[PipelineTeacher, EnsembleTeacher]) -> None:
         self.teacher = teacher
         self.labels = teacher.labels
-        self._cache: Dict[Tuple[str, int, str], numpy.ndarray] = {}
+        self._cache: Dict[Tuple[str, int, str], SoftTarget] = {}
         self.computed = 0
         self.reused = 0
 
-    def targets(self, segments: Sequence[Segment]) -> List[numpy.ndarray]:
-        """RETURNS: Per segment, the teacher's marginals, computed only for segments not seen before."""
+    def targets(self, segments: Sequence[Segment]) -> List[SoftTarget]:
+        """RETURNS: Per segment, the teacher's targets, computed only for segments not seen before."""
         keys = [self._key(s) for s in segments]
         missing: Dict[Tuple[str, int, str], int] = {}
         for k, key in enumerate(keys):
@@ -121,15 +154,20 @@ class CachedTargets:
         if missing:
             for key, rows in zip(missing, self.teacher.targets([segments[k] for k in missing.values()])):
                 # float16 halves the memory of a large corpus; marginals need no more precision.
-                self._cache[key] = rows.astype("float16")
+                # Paths come as int16 tag ids with one probability each: small already.
+                self._cache[key] = rows if isinstance(rows, TopPaths) else rows.astype("float16")
         self.computed += len(missing)
         self.reused += len(segments) - len(missing)
-        return [self._cache[key].astype("float32") for key in keys]
+        return [_unpacked(self._cache[key]) for key in keys]
 
     def _key(self, segment: Segment) -> Tuple[str, int, str]:
         # A teacher that reads the whole doc sees context beyond the segment's text.
         context = segment.doc.text if self.teacher.reads_whole_docs else ""
         return segment.text, segment.start if context else 0, context
+
+
+def _unpacked(target: SoftTarget) -> SoftTarget:
+    return target if isinstance(target, TopPaths) else target.astype("float32")
 
 
 def ensemble_entities(
@@ -146,9 +184,11 @@ def ensemble_entities(
         student), whose windows, tag set and boundary rules are used.
     RETURNS (List[List[ScoredSpan]]): Each doc's entities with their confidence, doc offsets.
     """
+    if teacher.top_k:
+        raise ValueError("entities are decoded from a teacher's tag marginals: give a teacher with top_k = 0")
     segmenter, tag_set, rules = reference.segmenter, reference.tag_set, reference.boundary_rules
     segments, plans = segmenter.segments(list(docs))
-    marginals = teacher.targets(segments)
+    marginals = [cast(numpy.ndarray, rows) for rows in teacher.targets(segments)]
     width = max([len(s) for s in segments] + [1])
     forbidden: Optional[numpy.ndarray] = None
     if rules is not None:

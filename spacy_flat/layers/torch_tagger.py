@@ -14,6 +14,8 @@ from ..lattice.resources import FlatResources
 from ..nn.crf import FORBIDDEN, ConstrainedCRF
 from ..nn.encoder import FlatTagger
 from ..nn.posteriors import soft_target_loss
+from ..nn.top_paths import crf_k_best, top_paths_loss
+from ..types import TopPaths
 from .arrays import host_emissions, xp_to_torch
 
 # A loss's input: the emissions of the rows that have targets, their mask, and their row numbers.
@@ -110,6 +112,37 @@ class TorchTagger:
 
         return self._backward(scores, lengths, weight, compute)
 
+    def path_loss(
+        self,
+        scores: Floats3d,
+        targets: Sequence[Optional[TopPaths]],
+        temperature: float = 1.0,
+        weight: float = 1.0,
+    ) -> Tuple[float, Floats3d]:
+        """Σ_k p_k · NLL(y_k) of a teacher's best paths under the CRF
+        (`nn.top_paths.top_paths_loss`), averaged over the rows that have
+        targets, and its gradient. Accumulates CRF gradients as `loss` does.
+
+        targets: Per row, the teacher's paths and their probabilities, or None.
+        """
+        lengths = [0 if row is None else row.paths.shape[1] for row in targets]
+
+        def compute(crf_input: CrfInput) -> torch.Tensor:
+            emissions, mask, rows = crf_input
+            chosen = [targets[b] for b in rows]
+            k = max(len(row.probabilities) for row in chosen if row is not None)
+            paths = numpy.zeros((len(rows), k, mask.shape[1]), dtype="int64")
+            weights = numpy.zeros((len(rows), k), dtype="float32")
+            for i, row in enumerate(chosen):
+                assert row is not None
+                paths[i, : len(row.paths), : row.paths.shape[1]] = row.paths
+                weights[i, : len(row.probabilities)] = row.probabilities
+            device = emissions.device
+            module_paths, module_weights = torch.from_numpy(paths).to(device), torch.from_numpy(weights).to(device)
+            return top_paths_loss(self._crf, emissions, mask, module_paths, module_weights, temperature)
+
+        return self._backward(scores, lengths, weight, compute)
+
     def _backward(
         self,
         scores: Floats3d,
@@ -160,6 +193,33 @@ class TorchTagger:
             emissions, mask = self._constrained(scores, lengths, forbidden, rows)
             for b, probs in zip(rows, self._crf.marginals(emissions, mask, temperature)):
                 out[b] = probs
+        return out
+
+    def top_paths(
+        self,
+        scores: Floats3d,
+        lengths: Sequence[int],
+        forbidden: Optional[numpy.ndarray] = None,
+        k: int = 1,
+        temperature: float = 1.0,
+    ) -> List[TopPaths]:
+        """Each row's k best paths under the same constraints as `decode`
+        (`nn.top_paths.crf_k_best`), with their probabilities renormalised over
+        them: exp(s_k / T) / Σ_j exp(s_j / T) for path scores s. A row with fewer
+        allowed paths than k has fewer; an empty row has none.
+        """
+        paths, totals = crf_k_best(
+            self._crf, host_emissions(scores, None), numpy.asarray(lengths, "int64"), k, forbidden
+        )
+        out: List[TopPaths] = []
+        for b, n in enumerate(lengths):
+            kept = numpy.isfinite(totals[b]) & (n > 0)
+            scored = totals[b, kept]
+            probabilities = numpy.exp((scored - (scored.max() if len(scored) else 0.0)) / temperature)
+            # Paths as int16 (tag ids are few): a cache of a corpus's targets stays small.
+            out.append(
+                TopPaths(paths[b, kept, :n].astype("int16"), (probabilities / probabilities.sum()).astype("float32"))
+            )
         return out
 
     def decode(

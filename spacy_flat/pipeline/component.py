@@ -5,16 +5,15 @@ It works in character offsets throughout (lattice, gold, output), so it runs in
 """
 
 import logging
-import warnings
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 import numpy
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
-from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
-from thinc.api import Model, Optimizer
+from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..decoding.boundaries import BoundaryRules
@@ -28,14 +27,14 @@ from ..lattice.windows import Segment, Segmenter
 from ..lattice.word_counts import store_word_counts
 from ..layers import TorchTagger, set_resources
 from .confidence import check_threshold, decode_docs, write_entities
-from .gold import gold_segments
+from .learning import LearnsFromExamples
 from .saving import SavedWithResources
 from .teaching import Teaching
 
 logger = logging.getLogger("spacy.flat")
 
 
-class FlatNER(SavedWithResources, TrainablePipe):
+class FlatNER(SavedWithResources, LearnsFromExamples, TrainablePipe):
     """Chinese NER with the Flat-Lattice Transformer (Li et al., 2020)."""
 
     def __init__(
@@ -238,61 +237,6 @@ class FlatNER(SavedWithResources, TrainablePipe):
             write_entities(
                 doc, doc_spans, self.cfg["alignment_mode"], self.alignment_report, self.cfg.get("scores_key")
             )
-
-    # -- training ---------------------------------------------------------
-
-    def update(
-        self,
-        examples: Iterable[Example],
-        *,
-        drop: float = 0.0,
-        sgd: Optional[Optimizer] = None,
-        losses: Optional[Dict[str, float]] = None,
-    ) -> Dict[str, float]:
-        """Learn from a batch of examples, and from the teacher in `teaching` if one
-        is set. Empty docs are skipped."""
-        if losses is None:
-            losses = {}
-        losses.setdefault(self.name, 0.0)
-        examples = list(examples)
-        validate_examples(examples, "FlatNER.update")
-        self._require_initialized()
-        segments, gold = self._training_segments(examples)
-        if not any(gold) and self.teaching is None:
-            return losses
-        scores, backprop = self.model.begin_update(segments)
-        if self.teaching is None:
-            loss, d_scores = self.tagger.loss(scores, gold)
-        else:
-            loss, d_scores = self.teaching.loss(self.tagger, segments, scores, gold)
-        backprop(d_scores)
-        losses[self.name] += loss
-        if sgd is not None:
-            self.finish_update(sgd)
-        return losses
-
-    def _training_segments(self, examples: Sequence[Example]) -> Tuple[List[Segment], List[List[int]]]:
-        segments, gold, unknown = gold_segments(examples, self.segmenter, self._tag_set)
-        if unknown:
-            self._warn_unknown_labels(unknown)
-        return segments, gold
-
-    def _warn_unknown_labels(self, labels: Set[str]) -> None:
-        new = labels - self._unknown_labels
-        if new:
-            # Said once per label: a sourced model trained on data with other labels
-            # would otherwise skip those entities without a word.
-            self._unknown_labels |= new
-            warnings.warn(
-                f"'{self.name}' skips gold entities labelled {sorted(new)}: it has tags only for "
-                f"{list(self.labels)}. Initialize it again (not from source) to learn new labels.",
-                stacklevel=3,
-            )
-
-    def get_loss(self, examples: Iterable[Example], scores: Floats3d) -> Tuple[float, Floats3d]:
-        """CRF loss and gradient of `scores` for the examples' reference entities."""
-        _, gold = self._training_segments(list(examples))
-        return self.tagger.loss(scores, gold)
 
     def _require_resources(self) -> FlatResources:
         self._require_initialized()

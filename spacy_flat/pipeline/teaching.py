@@ -1,10 +1,11 @@
 """The student's side of distillation: a teacher's soft targets beside the gold
 loss, from one forward pass of the student.
 
-A teacher is anything that gives per-character tag marginals for the segments
-the student encodes (`SoftTargets`): one trained pipeline, an ensemble, or a
-cache of either (`spacy_flat.distillation`). Docs marked silver (raw text the
-teacher annotated) have no gold: they are learned from the teacher alone.
+A teacher is anything that gives soft targets for the segments the student
+encodes (`SoftTargets`): per-character tag marginals, or its best tag paths with
+their probabilities (`TopPaths`); one trained pipeline, an ensemble, or a cache
+of either (`spacy_flat.distillation`). Docs marked silver (raw text the teacher
+annotated) have no gold: they are learned from the teacher alone.
 """
 
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from thinc.types import Floats3d
 
 from ..lattice.windows import Segment
 from ..layers import TorchTagger
+from ..types import SoftTarget, TopPaths
 
 # doc.user_data key of a doc without gold entities, learned from the teacher alone.
 SILVER = "spacy_flat.silver"
@@ -26,8 +28,9 @@ class SoftTargets(Protocol):
 
     labels: Tuple[str, ...]
 
-    def targets(self, segments: Sequence[Segment]) -> List[numpy.ndarray]:
-        """RETURNS: Per segment, (length, n_tags) tag marginals in the student's tag order."""
+    def targets(self, segments: Sequence[Segment]) -> List[SoftTarget]:
+        """RETURNS: Per segment, (length, n_tags) tag marginals or the best paths
+        (`TopPaths`), in the student's tag order."""
         ...
 
 
@@ -42,9 +45,9 @@ class Teaching:
 
     teacher (SoftTargets): The teacher.
     weight (float): The soft loss's share on gold docs, α in (1 - α) gold + α soft.
-    temperature (float): Both CRFs' potentials are divided by it for the soft
-        targets and the student's marginals (the teacher must have been given
-        the same one).
+    temperature (float): Both CRFs' potentials are divided by it, the
+        teacher's for the soft targets and the student's in the soft loss (the
+        teacher must have been given the same one).
     """
 
     teacher: SoftTargets
@@ -75,8 +78,8 @@ class Teaching:
         loss, d_scores = 0.0, scores * 0
         parts = [
             (1.0 - alpha, lambda w: tagger.loss(scores, gold, weight=w)),
-            (alpha, lambda w: tagger.soft_loss(scores, _rows(targets, gold, True), self.temperature, weight=w)),
-            (1.0, lambda w: tagger.soft_loss(scores, _rows(targets, gold, False), self.temperature, weight=w)),
+            (alpha, lambda w: soft_loss(tagger, scores, _rows(targets, gold, True), self.temperature, weight=w)),
+            (1.0, lambda w: soft_loss(tagger, scores, _rows(targets, gold, False), self.temperature, weight=w)),
         ]
         for weight, compute in parts:
             if weight > 0.0:
@@ -87,9 +90,32 @@ class Teaching:
         return loss, d_scores
 
 
-def _rows(
-    targets: Sequence[numpy.ndarray], gold: Sequence[Sequence[int]], with_gold: bool
-) -> List[Optional[numpy.ndarray]]:
+def soft_loss(
+    tagger: TorchTagger,
+    scores: Floats3d,
+    targets: Sequence[Optional[SoftTarget]],
+    temperature: float = 1.0,
+    weight: float = 1.0,
+) -> Tuple[float, Floats3d]:
+    """The student's loss against a teacher's soft targets, averaged over the rows
+    that have them, and its gradient: the cross-entropy of the CRF's marginals
+    against tag marginals (`TorchTagger.soft_loss`), or the weighted NLL of the
+    teacher's best paths (`TorchTagger.path_loss`).
+
+    targets: Per row, the teacher's targets, all of one kind, or None.
+    RETURNS (Tuple[float, Floats3d]): The loss and the gradient of `scores`.
+    """
+    given = [target for target in targets if target is not None]
+    paths = [target for target in given if isinstance(target, TopPaths)]
+    if paths and len(paths) < len(given):
+        raise ValueError("a batch's soft targets mix tag marginals and best paths: give one kind")
+    if paths:
+        return tagger.path_loss(scores, [t if isinstance(t, TopPaths) else None for t in targets], temperature, weight)
+    marginals = [t if isinstance(t, numpy.ndarray) else None for t in targets]
+    return tagger.soft_loss(scores, marginals, temperature, weight)
+
+
+def _rows(targets: Sequence[SoftTarget], gold: Sequence[Sequence[int]], with_gold: bool) -> List[Optional[SoftTarget]]:
     """The targets of the rows that have gold (or of those that have none), None elsewhere."""
     return [target if bool(len(row)) == with_gold else None for target, row in zip(targets, gold)]
 
