@@ -201,4 +201,11 @@ def _schedule(
     state[(at * dirs + local)[real]] = (((j - 1 - back) * dirs + d) * batch + b)[real]
     rows[(at * dirs + local)[real]] = (d * n_words + word)[real]
     by_direction[(d * total + at + rank)[real]] = (d * n_words + word)[real]
-    return Schedule(widths, packed.tolist(), slot, state, rows, by_direction, penalty, merging.to(penalty.dtype))
+    # Split by step once, so that a step takes its part without slicing.
+    counts = packed.tolist()
+    merging_steps = [j for j, k in enumerate(widths) if k]
+    per_step = [dirs * counts[j] for j in merging_steps]
+    slots = slot.split([dirs * batch * widths[j] for j in merging_steps])
+    penalties = [penalty[j, :, :, : 1 + widths[j]] for j in merging_steps]
+    states, words = state.split(per_step), rows.split(per_step)
+    return Schedule(widths, counts, slots, states, words, penalties, by_direction, merging.to(penalty.dtype))
