@@ -192,7 +192,7 @@ def test_the_recurrence_function_passes_gradcheck(directions):
     rows, heads, tails = torch.tensor(spans).T
     steps, batch = int(lengths.max()), len(SENTENCES)
     plan = word_slots(rows, heads, tails, lengths, steps, batch, directions, torch.float64)
-    assert max(plan.widths) >= 2 and n_words == len(spans)
+    assert max(plan.packed) >= 2 and n_words == len(spans)
 
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, dtype=torch.float64, generator=gen).requires_grad_()

@@ -30,7 +30,7 @@ pass written by hand (lattice_lstm_recurrence.py).
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Tuple
 
 import torch
 from torch import nn
@@ -136,76 +136,42 @@ def word_slots(
     last character left to right, the first one right to left (the rows read
     reversed). One sort, no loop over words; single-character words are dropped.
 
-    RETURNS (Schedule): The words ending at each step, packed and by row.
+    RETURNS (Schedule): The words merged at each step, packed per direction.
     """
     device, n_words = rows.device, rows.shape[0]
     longer = tails > heads
-    ids = torch.arange(rows.shape[0], device=device)[longer]
+    ids = torch.arange(n_words, device=device)[longer]
     rows, heads, tails = rows[longer], heads[longer], tails[longer]
     end = torch.cat([tails, lengths[rows] - 1 - heads][:directions])
     direction = torch.arange(directions, device=device).repeat_interleave(ids.shape[0])
-    row = rows.repeat(directions)
-    key = (end * directions + direction) * batch + row
-    key, order = torch.sort(key, stable=True)
-    # Rank of each word among those of its (step, direction, row), from the sorted keys.
-    rank = torch.arange(key.shape[0], device=device) - torch.searchsorted(key, key)
-    width = int(rank.max()) + 1 if key.shape[0] else 0
-    word = torch.zeros(steps * directions * batch * width, dtype=torch.long, device=device)
-    offset = torch.zeros_like(word)
-    where = key * width + rank
-    word[where] = ids.repeat(directions)[order]
-    offset[where] = (tails - heads).repeat(directions)[order]
-    shape = (steps, directions, batch, width)
-    at = end[order]
-    widths = torch.zeros(steps, dtype=torch.long, device=device).scatter_reduce(0, at, rank + 1, "amax")
-    ends = offset.view(shape) > 0
-    keep = torch.cat([ends.new_ones(*shape[:3], 1), ends], dim=3)
-    penalty = torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, float("-inf"))
-    back = (offset.view(shape) - 1).clamp_min(0)
-    merging = ends.any(3, keepdim=True)
-    return _schedule(word.view(shape), back, penalty[..., None], merging, widths.tolist(), n_words)
-
-
-def _schedule(
-    word: torch.Tensor,
-    back: torch.Tensor,
-    penalty: torch.Tensor,
-    merging: torch.Tensor,
-    widths: List[int],
-    n_words: int,
-) -> Schedule:
-    """The schedule of the words given by row slots.
-
-    word, back (C, D, B, K) int64: each slot's word and its first character's
-        distance back from the step, less one.
-    penalty (C, D, B, 1 + K, 1), merging (C, D, B, 1) bool: as in `Schedule`.
-    widths (List[int]): the slots in use at each step.
-    n_words (int): the words given (N_w).
-    RETURNS (Schedule): The schedule.
-    """
-    steps, dirs, batch, width = word.shape
-    device = word.device
-    j, d, b = (torch.arange(n, device=device).view(-1, *(1,) * (3 - k)) for k, n in enumerate(word.shape[:3]))
-    real = penalty[:, :, :, 1:, 0] == 0
-    rank = real.view(steps, dirs, -1).cumsum(-1).view(word.shape) - 1  # place among the step's words
-    packed = real.view(steps, dirs, -1).sum(-1).amax(1)
-    local = d * packed.view(-1, 1, 1, 1) + rank
-    in_use = torch.arange(width, device=device) < torch.tensor(widths, device=device)[:, None]
-    slot = torch.where(real, local, 0)[in_use.view(steps, 1, 1, width).expand(word.shape)]
-    # The packed words, step by step (D * N_j each), then direction by direction.
-    at = (torch.cumsum(packed, 0) - packed).view(-1, 1, 1, 1)
+    group, order = torch.sort(end * directions + direction, stable=True)
+    end, direction = end[order], direction[order]
+    row, span, word = (t.repeat(directions)[order] for t in (rows, tails - heads, ids))
+    # Rank of each word among those its direction merges at its step, from the sorted groups.
+    rank = torch.arange(group.shape[0], device=device) - torch.searchsorted(group, group)
+    counts = torch.zeros(steps * directions, dtype=torch.long, device=device)
+    packed = counts.scatter_reduce(0, group, rank + 1, "amax").view(steps, directions).amax(1)
+    start = torch.cumsum(packed, 0) - packed
     total = int(packed.sum())
-    state = word.new_zeros(dirs * total)
-    rows = word.new_zeros(dirs * total)
-    by_direction = word.new_zeros(dirs * total)
-    state[(at * dirs + local)[real]] = (((j - 1 - back) * dirs + d) * batch + b)[real]
-    rows[(at * dirs + local)[real]] = (d * n_words + word)[real]
-    by_direction[(d * total + at + rank)[real]] = (d * n_words + word)[real]
-    # Split by step once, so that a step takes its part without slicing.
-    counts = packed.tolist()
-    merging_steps = [j for j, k in enumerate(widths) if k]
-    per_step = [dirs * counts[j] for j in merging_steps]
-    slots = slot.split([dirs * batch * widths[j] for j in merging_steps])
-    penalties = [penalty[j, :, :, : 1 + widths[j]] for j in merging_steps]
-    states, words = state.split(per_step), rows.split(per_step)
-    return Schedule(widths, counts, slots, states, words, penalties, by_direction, merging.to(penalty.dtype))
+    step_major = start[end] * directions + direction * packed[end] + rank
+    by_direction = direction * total + start[end] + rank
+    cell = (end * directions + direction) * batch + row  # where the word is merged
+
+    def laid_out(values: torch.Tensor, where: torch.Tensor, padding: int) -> torch.Tensor:
+        return torch.full((directions * total,), padding, device=device).index_copy_(0, where, values)
+
+    word = direction * n_words + word
+    sizes = [directions * n for n in packed.tolist() if n]
+    return Schedule(
+        packed.tolist(),
+        sizes,
+        laid_out(((end - span) * directions + direction) * batch + row, step_major, 0).split(sizes),
+        laid_out(direction * batch + row, step_major, directions * batch).split(sizes),
+        laid_out(word, step_major, 0),
+        laid_out(cell, step_major, 0),
+        laid_out(word, by_direction, 0),
+        laid_out(cell, by_direction, steps * directions * batch),
+        torch.zeros(steps * directions * batch, dtype=dtype, device=device)
+        .index_fill_(0, cell, 1)
+        .view(steps, directions, batch, 1),
+    )
