@@ -103,7 +103,7 @@ def recur(
     plain, merges = (1 - plan.merges).unbind(0), plan.merges.unbind(0)
     # Each word's terms and its character's gate term, gathered for all steps at once.
     word_terms = words.index_select(0, plan.word).split(plan.sizes)
-    gate_terms = x.view(-1, x.shape[-1])[:, 4 * hidden :].index_select(0, plan.target).split(plan.sizes)
+    gate_terms = x.reshape(-1, x.shape[-1])[:, 4 * hidden :].index_select(0, plan.target).split(plan.sizes)
     h = c = x.new_zeros(dirs, batch, hidden)
     kept: List[Merge] = []
     k = 0
@@ -113,13 +113,15 @@ def recur(
         candidates[j].tanh_()
         c = torch.mul(f_s[j], c, out=c_s[j]).addcmul_(i_s[j], g_s[j])
         if plan.packed[j]:
-            merge = _merge(k, i_s[j], g_s[j], word_terms[k], gate_terms[k], hs, cs, word_hidden, word_gate, plan)
+            merge, total, weighted = _merge(
+                k, i_s[j], word_terms[k], gate_terms[k], hs, cs, word_hidden, word_gate, plan
+            )
             e = torch.exp(i_s[j])
-            torch.add(merge[1], e, out=inverse_s[j]).reciprocal_()  # eq. 16
-            torch.addcmul(merge[2], e, g_s[j], out=merged_s[j]).mul_(inverse_s[j])  # eq. 15
+            torch.add(total, e, out=inverse_s[j]).reciprocal_()  # eq. 16
+            torch.addcmul(weighted, e, g_s[j], out=merged_s[j]).mul_(inverse_s[j])  # eq. 15
             c.mul_(plain[j]).addcmul_(merges[j], merged_s[j])
             if keep:
-                kept.append(merge[0])
+                kept.append(merge)
             k += 1
         h = torch.mul(o_s[j], torch.tanh(c, out=tanh_s[j]), out=h_s[j])
     return hs, cs, tanh_c, acts, merged, inverse, kept
@@ -128,7 +130,6 @@ def recur(
 def _merge(
     k: int,
     i: torch.Tensor,
-    g: torch.Tensor,
     word_terms: torch.Tensor,
     gate_terms: torch.Tensor,
     hs: torch.Tensor,
