@@ -202,6 +202,9 @@ def test_the_recurrence_function_passes_gradcheck(directions):
     weights = randn(directions, hidden, 4 * hidden), randn(directions, hidden, 3 * hidden)
     weights += (randn(directions, hidden, hidden),)
     assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan), (x, words, *weights))
+    none = torch.zeros(0, dtype=torch.long)  # and a batch without words: the plain LSTM
+    plan = word_slots(none, none, none, lengths, steps, batch, directions, torch.float64)
+    assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan), (x, words[:0], *weights))
 
 
 def tagger() -> Tuple[FlatTagger, Lexicon, CharVocab]:

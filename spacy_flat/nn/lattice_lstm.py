@@ -22,10 +22,10 @@ the state of its first character before its last one.
 The released code runs one sentence at a time and builds each word cell at its
 first character. Here a word cell is built at the word's last character from the
 kept states of its first one (the same value): at each step the words ending
-there, in every row, are packed for a few batched matrix products and laid out
-in a padded (rows, words) block for the merge, whatever the number of rows and
-words. The loop over characters is the recurrence itself, run with a backward
-pass written by hand (lattice_lstm_recurrence.py).
+there, in every row, are packed for a few batched matrix products and each row's
+merge is a sum over its words, whatever the number of rows and words. The loop
+over characters is the recurrence itself, run with a backward pass written by
+hand (lattice_lstm_recurrence.py).
 """
 
 from __future__ import annotations
