@@ -104,6 +104,10 @@ def recur(
     # Each word's terms and its character's gate term, gathered for all steps at once.
     word_terms = words.index_select(0, plan.word).split(plan.sizes)
     gate_terms = x.reshape(-1, x.shape[-1])[:, 4 * hidden :].index_select(0, plan.target).split(plan.sizes)
+    # Each row's sums of eq. 16 and 15 start from its character's own terms; the
+    # padding words sum into the last row, never read.
+    sums = x.new_zeros(dirs * batch + 1, 2, hidden)
+    own, own_weighted = sums[:-1].view(dirs, batch, 2, hidden).unbind(2)
     h = c = x.new_zeros(dirs, batch, hidden)
     kept: List[Merge] = []
     k = 0
@@ -113,12 +117,10 @@ def recur(
         candidates[j].tanh_()
         c = torch.mul(f_s[j], c, out=c_s[j]).addcmul_(i_s[j], g_s[j])
         if plan.packed[j]:
-            merge, total, weighted = _merge(
-                k, i_s[j], word_terms[k], gate_terms[k], hs, cs, word_hidden, word_gate, plan
-            )
-            e = torch.exp(i_s[j])
-            torch.add(total, e, out=inverse_s[j]).reciprocal_()  # eq. 16
-            torch.addcmul(weighted, e, g_s[j], out=merged_s[j]).mul_(inverse_s[j])  # eq. 15
+            torch.mul(torch.exp(i_s[j], out=own), g_s[j], out=own_weighted)
+            merge = _merge(k, word_terms[k], gate_terms[k], hs, cs, word_hidden, word_gate, plan, sums)
+            torch.reciprocal(own, out=inverse_s[j])  # eq. 16
+            torch.mul(own_weighted, inverse_s[j], out=merged_s[j])  # eq. 15
             c.mul_(plain[j]).addcmul_(merges[j], merged_s[j])
             if keep:
                 kept.append(merge)
@@ -129,7 +131,6 @@ def recur(
 
 def _merge(
     k: int,
-    i: torch.Tensor,
     word_terms: torch.Tensor,
     gate_terms: torch.Tensor,
     hs: torch.Tensor,
@@ -137,10 +138,12 @@ def _merge(
     word_hidden: torch.Tensor,
     word_gate: torch.Tensor,
     plan: Schedule,
-) -> Tuple[Merge, torch.Tensor, torch.Tensor]:
+    sums: torch.Tensor,
+) -> Merge:
     """Eq. 13 and 14 at the k-th step where words end, the words' first characters
-    read from the state buffers; each row's sums of e^{i^c_bj} and e^{i^c_bj} ⊙ c^w_bj."""
-    dirs, batch, hidden = i.shape
+    read from the state buffers; e^{i^c_bj} and e^{i^c_bj} ⊙ c^w_bj added to their
+    rows' `sums` (D * B + 1, 2, H)."""
+    dirs, hidden = word_hidden.shape[0], word_hidden.shape[1]
     state = plan.state[k]
     n = state.shape[0] // dirs
     h_b = hs.view(-1, hidden).index_select(0, state).view(dirs, n, hidden)
@@ -151,12 +154,11 @@ def _merge(
     word_i, word_f, word_c = z.view(dirs, n, 3, hidden).unbind(2)
     cells = (word_f * c_b).addcmul_(word_i, word_c)  # c^w_bj, eq. 13
     gate = torch.baddbmm(gate_terms.view(dirs, n, hidden), cells, word_gate).sigmoid_()  # i^c_bj, eq. 14
-    both = i.new_empty(dirs, n, 2, hidden)
+    both = cells.new_empty(dirs, n, 2, hidden)
     weight = torch.exp(gate, out=both[:, :, 0])
     torch.mul(weight, cells, out=both[:, :, 1])
-    sums = i.new_zeros(dirs * batch + 1, 2, hidden).index_add_(0, plan.row[k], both.view(-1, 2, hidden))
-    total, weighted = sums[:-1].view(dirs, batch, 2, hidden).unbind(2)
-    return Merge(h_b, c_b, z, cells, gate, weight), total, weighted
+    sums.index_add_(0, plan.row[k], both.view(-1, 2, hidden))
+    return Merge(h_b, c_b, z, cells, gate, weight)
 
 
 class LatticeRecurrence(torch.autograd.Function):
@@ -195,15 +197,17 @@ class LatticeRecurrence(torch.autograd.Function):
         words = _Words(merges, dirs, hidden) if merges else None
         dh, dc = grad.contiguous().clone(), torch.zeros_like(hs)
         dpre = hs.new_empty(steps, dirs, batch, 4, hidden)
-        # dc times share: the gradient of eq. 15's sum over the row's words, gathered by each word
-        # beside its product with minus the merged cell (padding words read the last, zero, row).
+        # dc times shares: the gradient of eq. 15's sum over the row's words and its product
+        # with minus the merged cell, gathered by each word (padding words read the last, zero, row).
         shared = hs.new_zeros(dirs * batch + 1, 2, hidden)
-        share, mix = shared[:-1].view(dirs, batch, 2, hidden).unbind(2)
+        rows = shared[:-1].view(dirs, batch, 2, hidden)
+        share = plan.merges * inverse
+        shares = torch.stack([share, -share * merged], 3).unbind(0)
         # Each step's views, made in a few calls (as in `recur`).
         dh_s, dc_s, partner_s, dpre_s = dh.unbind(0), dc.unbind(0), partner.unbind(0), dpre.unbind(0)
         d_out_s, d_flat = dpre[:, :, :, 1].unbind(0), dpre.view(steps, dirs, batch, -1).unbind(0)
         out_gate, cell_of_h = (tanh_c * d_o).unbind(0), (o * (1 - tanh_c * tanh_c)).unbind(0)
-        forget, shares, minus = (f * plain).unbind(0), (plan.merges * inverse).unbind(0), (-merged).unbind(0)
+        forget = (f * plain).unbind(0)
         char_back, word_back, gate_back = (w.transpose(1, 2) for w in (char_hidden, word_hidden, word_gate))
         k = len(merges)
         d_terms: List[torch.Tensor] = []
@@ -215,8 +219,7 @@ class LatticeRecurrence(torch.autograd.Function):
             if plan.packed[j] and words is not None:
                 k -= 1
                 m, n = merges[k], plan.packed[j]
-                torch.mul(dc_j, shares[j], out=share)
-                torch.mul(share, minus[j], out=mix)
+                torch.mul(shares[j], dc_j.unsqueeze(2), out=rows)
                 d_share, d_mix = shared.index_select(0, plan.row[k]).view(dirs, n, 2, hidden).unbind(2)
                 d_gate = torch.addcmul(d_mix, d_share, m.cells).mul_(words.gate[k])
                 d_cells = torch.baddbmm(d_share * m.weight, d_gate, gate_back)
