@@ -14,7 +14,8 @@ from spacy_flat.lattice.char_vocab import CharVocab
 from spacy_flat.lattice.features import featurize
 from spacy_flat.lattice.lexicon import Lexicon
 from spacy_flat.nn.encoder import FlatTagger
-from spacy_flat.nn.lattice_lstm import LatticeLstm
+from spacy_flat.nn.lattice_lstm import LatticeLstm, word_slots
+from spacy_flat.nn.lattice_lstm_recurrence import LatticeRecurrence
 from spacy_flat.settings import FlatSettings
 
 from .conftest import FAMILY, SMALL_WORDS, build_family, scores_of, small_lexicon, tiny_examples
@@ -86,9 +87,9 @@ def literal(lstm, char_proj, word_proj, x, xw, words):
     return torch.cat([forward, backward], 1)
 
 
-def random_lstm(seed: int = 0):
+def random_lstm(seed: int = 0, directions: int = 2):
     torch.manual_seed(seed)
-    lstm = LatticeLstm(H).double()
+    lstm = LatticeLstm(H, directions=directions).double()
     with torch.no_grad():
         for param in lstm.parameters():  # not the identity start: every entry counts
             param.normal_(0, 0.7)
@@ -147,6 +148,63 @@ def test_gradients_pass_gradcheck():
     params = (p.detach().clone().requires_grad_() for p in lstm.parameters())
     inputs = (raw.requires_grad_(), raw_words.requires_grad_(), *params)
     assert torch.autograd.gradcheck(run, inputs)
+
+
+@pytest.mark.parametrize("directions", [2, 1])
+def test_outputs_and_gradients_equal_autograd_through_the_literal_equations(directions):
+    """The hand-written backward against autograd through the literal equations,
+    for every input and weight, in one direction and in two."""
+    lstm, char_proj, word_proj = random_lstm(seed=4, directions=directions)
+    gen = torch.Generator().manual_seed(5)
+    x = [torch.randn(n, 4, dtype=torch.float64, generator=gen) for n, _ in SENTENCES]
+    xw = [torch.randn(len(words), 5, dtype=torch.float64, generator=gen) for _, words in SENTENCES]
+    weights = [*lstm.parameters(), *char_proj.parameters(), *word_proj.parameters()]
+    inputs = [t.requires_grad_() for t in x + xw]
+    out = lstm(*batch_inputs(x, xw, char_proj, word_proj))
+    with torch.no_grad():
+        torch.testing.assert_close(lstm(*batch_inputs(x, xw, char_proj, word_proj)), out)  # inference alone
+    expected = []
+    for b, (_, spans) in enumerate(SENTENCES):
+        if directions == 2:
+            expected.append(literal(lstm, char_proj, word_proj, x[b], xw[b], spans))
+        else:
+            expected.append(literal_direction(lstm, char_proj, word_proj, 0, x[b], xw[b], spans))
+    valid = torch.cat([out[b, :n] for b, (n, _) in enumerate(SENTENCES)])
+    torch.testing.assert_close(valid, torch.cat(expected), atol=1e-10, rtol=1e-10)
+    upstream = torch.randn(valid.shape, dtype=torch.float64, generator=gen)
+    ours = torch.autograd.grad(valid, weights + inputs, upstream, allow_unused=True, materialize_grads=True)
+    theirs = torch.autograd.grad(
+        torch.cat(expected), weights + inputs, upstream, allow_unused=True, materialize_grads=True
+    )
+    for mine, reference in zip(ours, theirs):
+        torch.testing.assert_close(mine, reference, atol=1e-10, rtol=1e-10)
+
+
+@pytest.mark.parametrize("directions", [2, 1])
+def test_the_recurrence_function_passes_gradcheck(directions):
+    """Finite differences against the hand-written backward of the recurrence alone, on
+    nested words, several words ending at one character, rows without words and a
+    single-character word."""
+    gen = torch.Generator().manual_seed(6)
+    hidden, n_words = 2, sum(len(words) for _, words in SENTENCES)
+    lengths = torch.tensor([n for n, _ in SENTENCES])
+    spans = [(b, *span) for b, (_, words) in enumerate(SENTENCES) for span in words]
+    rows, heads, tails = torch.tensor(spans).T
+    steps, batch = int(lengths.max()), len(SENTENCES)
+    plan = word_slots(rows, heads, tails, lengths, steps, batch, directions, torch.float64)
+    assert max(plan.packed) >= 2 and n_words == len(spans)
+
+    def randn(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, dtype=torch.float64, generator=gen).requires_grad_()
+
+    x = randn(steps, directions, batch, 5 * hidden)
+    words = randn(directions * n_words, 3 * hidden)
+    weights = randn(directions, hidden, 4 * hidden), randn(directions, hidden, 3 * hidden)
+    weights += (randn(directions, hidden, hidden),)
+    assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan), (x, words, *weights))
+    none = torch.zeros(0, dtype=torch.long)  # and a batch without words: the plain LSTM
+    plan = word_slots(none, none, none, lengths, steps, batch, directions, torch.float64)
+    assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan), (x, words[:0], *weights))
 
 
 def tagger() -> Tuple[FlatTagger, Lexicon, CharVocab]:

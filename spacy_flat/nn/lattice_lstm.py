@@ -22,44 +22,25 @@ the state of its first character before its last one.
 The released code runs one sentence at a time and builds each word cell at its
 first character. Here a word cell is built at the word's last character from the
 kept states of its first one (the same value): at each step the words ending
-there, in every row, are gathered into a padded (rows, words) block, so a step is
-a few batched matrix products whatever the number of rows and words. The loop
-over characters is the recurrence itself.
+there, in every row, are packed for a few batched matrix products and each row's
+merge is a sum over its words, whatever the number of rows and words. The loop
+over characters is the recurrence itself, run with a backward pass written by
+hand (lattice_lstm_recurrence.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Tuple
 
 import torch
 from torch import nn
+
+from .lattice_lstm_recurrence import Schedule, lattice_recurrence
 
 # Input terms per direction: the character's i, o, f, c̃ (eq. 11) and its part of the
 # word gate i^c (eq. 14); the word's i, f, c̃ (eq. 13).
 CHAR_TERMS = 5
 WORD_TERMS = 3
-
-
-@dataclass
-class WordSlots:
-    """The words that end at each step, per direction and row, padded; built
-    once per batch so that a step only slices them.
-
-    word (steps, D, B, K): the word's index among the words given.
-    back (steps, D, B, K): steps back to the word's first character, less one; 0 in padding.
-    penalty (steps, D, B, 1 + K, 1): 0 for the character's own gate and its words, -inf for padding.
-    merging (steps, D, B, 1) bool: rows where a word ends (eq. 15 there, the plain cell elsewhere).
-    widths (List[int]): per step, the slots in use (K_j), 0 where no word ends.
-    reach (List[int]): per step, the most steps back a word's first character lies.
-    """
-
-    word: torch.Tensor
-    back: torch.Tensor
-    penalty: torch.Tensor
-    merging: torch.Tensor
-    widths: List[int]
-    reach: List[int]
 
 
 class LatticeLstm(nn.Module):
@@ -123,62 +104,15 @@ class LatticeLstm(nn.Module):
             backward = x[:, :, 1].gather(1, flipped[:, :, None].expand(-1, -1, x.shape[-1]))
             x = torch.stack([x[:, :, 0], backward], dim=2)
         x = x.permute(1, 2, 0, 3).contiguous()  # C D B 5H: step j reads x[j]
-        # D N_w 3H, so a step gathers its words' terms along dim 1.
-        w = words.view(-1, dirs, WORD_TERMS * hidden).transpose(0, 1)
-        slots = word_slots(word_rows, word_heads, word_tails, lengths, steps, batch, dirs, x.dtype)
-        h = c = x.new_zeros(dirs, batch, hidden)
-        hs: List[torch.Tensor] = []
-        cs: List[torch.Tensor] = []
-        for j in range(steps):
-            terms = x[j]
-            gates = torch.baddbmm(terms[..., : 4 * hidden], h, self.char_hidden)
-            i, o, f = torch.sigmoid(gates[..., : 3 * hidden]).chunk(3, dim=-1)
-            candidate = torch.tanh(gates[..., 3 * hidden :])
-            c = f * c + i * candidate
-            width = slots.widths[j]
-            if width:
-                c = self._merge(terms, i, candidate, c, w, hs, cs, slots, j, width)
-            h = o * torch.tanh(c)
-            hs.append(h)
-            cs.append(c)
-        out = torch.stack(hs, dim=2)  # D B C H
+        # (D * N_w, 3H): direction d's word terms from row d * N_w on, as the schedule reads them.
+        w = words.view(-1, dirs, WORD_TERMS * hidden).transpose(0, 1).reshape(-1, WORD_TERMS * hidden)
+        plan = word_slots(word_rows, word_heads, word_tails, lengths, steps, batch, dirs, x.dtype)
+        out = lattice_recurrence(x, w, self.char_hidden, self.word_hidden, self.word_gate, plan)
+        out = out.permute(1, 2, 0, 3)  # D B C H
         if dirs == 2:
             backward = out[1].gather(1, flipped[:, :, None].expand(-1, -1, hidden))
             out = torch.stack([out[0], backward])
         return out.permute(1, 2, 0, 3).reshape(batch, steps, dirs * hidden)
-
-    def _merge(
-        self,
-        terms: torch.Tensor,
-        i: torch.Tensor,
-        candidate: torch.Tensor,
-        plain: torch.Tensor,
-        words: torch.Tensor,
-        hs: List[torch.Tensor],
-        cs: List[torch.Tensor],
-        slots: WordSlots,
-        j: int,
-        width: int,
-    ) -> torch.Tensor:
-        """c^c_j where words end (eq. 13-16), `plain` (the LSTM cell) in the rows where none does."""
-        dirs, batch, hidden = i.shape
-        # The states of each word's first character, some steps back.
-        back = slots.back[j, :, :, :width, None].expand(-1, -1, -1, hidden)  # D B K H
-        reach = range(j - 1, j - 1 - slots.reach[j], -1)
-        h_b = torch.stack([hs[t] for t in reach], dim=2).gather(2, back)  # D B K H
-        c_b = torch.stack([cs[t] for t in reach], dim=2).gather(2, back)
-        index = slots.word[j, :, :, :width].reshape(dirs, -1, 1).expand(-1, -1, words.shape[-1])
-        gates = torch.baddbmm(words.gather(1, index), h_b.reshape(dirs, -1, hidden), self.word_hidden)
-        gates = gates.view(dirs, batch, width, WORD_TERMS * hidden)
-        word_i, word_f = torch.sigmoid(gates[..., : 2 * hidden]).chunk(2, dim=-1)
-        cells = word_f * c_b + word_i * torch.tanh(gates[..., 2 * hidden :])  # c^w_bj, eq. 13
-        gate = torch.bmm(cells.reshape(dirs, -1, hidden), self.word_gate).view(dirs, batch, width, hidden)
-        gate = torch.sigmoid(gate + terms[:, :, None, 4 * hidden :])  # i^c_bj, eq. 14
-        # eq. 16: exp(i) normalized over the character's gate and its words' (padding left out).
-        scores = torch.cat([i[:, :, None], gate], dim=2) + slots.penalty[j, :, :, : 1 + width]
-        alpha = torch.softmax(scores, dim=2)
-        merged = alpha[:, :, 0] * candidate + (alpha[:, :, 1:] * cells).sum(2)  # eq. 15
-        return torch.where(slots.merging[j], merged, plain)
 
 
 def _flip_index(lengths: torch.Tensor, steps: int) -> torch.Tensor:
@@ -197,37 +131,47 @@ def word_slots(
     batch: int,
     directions: int,
     dtype: torch.dtype,
-) -> WordSlots:
+) -> Schedule:
     """Lay the words out by the step at which each direction merges them: the
     last character left to right, the first one right to left (the rows read
     reversed). One sort, no loop over words; single-character words are dropped.
 
-    RETURNS (WordSlots): The words ending at each step, padded to the most in one row.
+    RETURNS (Schedule): The words merged at each step, packed per direction.
     """
-    device = rows.device
+    device, n_words = rows.device, rows.shape[0]
     longer = tails > heads
-    ids = torch.arange(rows.shape[0], device=device)[longer]
+    ids = torch.arange(n_words, device=device)[longer]
     rows, heads, tails = rows[longer], heads[longer], tails[longer]
     end = torch.cat([tails, lengths[rows] - 1 - heads][:directions])
     direction = torch.arange(directions, device=device).repeat_interleave(ids.shape[0])
-    row = rows.repeat(directions)
-    key = (end * directions + direction) * batch + row
-    key, order = torch.sort(key, stable=True)
-    # Rank of each word among those of its (step, direction, row), from the sorted keys.
-    rank = torch.arange(key.shape[0], device=device) - torch.searchsorted(key, key)
-    width = int(rank.max()) + 1 if key.shape[0] else 0
-    word = torch.zeros(steps * directions * batch * width, dtype=torch.long, device=device)
-    offset = torch.zeros_like(word)
-    where = key * width + rank
-    word[where] = ids.repeat(directions)[order]
-    offset[where] = (tails - heads).repeat(directions)[order]
-    shape = (steps, directions, batch, width)
-    at = end[order]
-    widths = torch.zeros(steps, dtype=torch.long, device=device).scatter_reduce(0, at, rank + 1, "amax")
-    reach = torch.zeros(steps, dtype=torch.long, device=device).scatter_reduce(0, at, offset[where], "amax")
-    ends = offset.view(shape) > 0
-    keep = torch.cat([ends.new_ones(*shape[:3], 1), ends], dim=3)
-    penalty = torch.zeros(keep.shape, dtype=dtype, device=device).masked_fill(~keep, float("-inf"))
-    back = (offset.view(shape) - 1).clamp_min(0)
-    merging = ends.any(3, keepdim=True)
-    return WordSlots(word.view(shape), back, penalty[..., None], merging, widths.tolist(), reach.tolist())
+    group, order = torch.sort(end * directions + direction, stable=True)
+    end, direction = end[order], direction[order]
+    row, span, word = (t.repeat(directions)[order] for t in (rows, tails - heads, ids))
+    # Rank of each word among those its direction merges at its step, from the sorted groups.
+    rank = torch.arange(group.shape[0], device=device) - torch.searchsorted(group, group)
+    counts = torch.zeros(steps * directions, dtype=torch.long, device=device)
+    packed = counts.scatter_reduce(0, group, rank + 1, "amax").view(steps, directions).amax(1)
+    start = torch.cumsum(packed, 0) - packed
+    total = int(packed.sum())
+    step_major = start[end] * directions + direction * packed[end] + rank
+    by_direction = direction * total + start[end] + rank
+    cell = (end * directions + direction) * batch + row  # where the word is merged
+
+    def laid_out(values: torch.Tensor, where: torch.Tensor, padding: int) -> torch.Tensor:
+        return torch.full((directions * total,), padding, device=device).index_copy_(0, where, values)
+
+    word = direction * n_words + word
+    sizes = [directions * n for n in packed.tolist() if n]
+    return Schedule(
+        packed.tolist(),
+        sizes,
+        laid_out(((end - span) * directions + direction) * batch + row, step_major, 0).split(sizes),
+        laid_out(direction * batch + row, step_major, directions * batch).split(sizes),
+        laid_out(word, step_major, 0),
+        laid_out(cell, step_major, 0),
+        laid_out(word, by_direction, 0),
+        laid_out(cell, by_direction, steps * directions * batch),
+        torch.zeros(steps * directions * batch, dtype=dtype, device=device)
+        .index_fill_(0, cell, 1)
+        .view(steps, directions, batch, 1),
+    )

@@ -1,0 +1,288 @@
+"""The Lattice LSTM's recurrence (spacy_flat/nn/lattice_lstm.py) as one autograd
+function, with its backward pass (back-propagation through time) written by hand.
+
+Each character is some thirty small operations on (directions, rows, hidden)
+blocks. Autograd records every one of them and replays their backward one by one,
+and over a recurrence of a few dozen such steps that per-operation cost, not the
+arithmetic, sets the training speed. Here the forward pass records nothing: it
+writes each step's states into preallocated buffers and keeps what the backward
+needs. The backward walks the steps once in reverse with a dozen operations a
+step; whatever does not depend on the recurrence (the gates' derivatives before
+the loop, the weights' and the inputs' gradients after it) is computed for all
+steps at once.
+
+The layout: step j reads x[j] (C, D, B, 5H: i, o, f, c̃ and the word gate's
+character term per direction) and the word terms `words` (D * N_w, 3H: i, f, c̃);
+the states of step j are h[j] and c[j] (C, D, B, H), flattened to rows
+(j * D + d) * B + b when a word's first character reads them. The words merged at
+a step are packed per direction (N_j each, the most of the two; padding words sum
+into a row of their own), and eq. 15 and 16 are sums over each row's words:
+
+    c^c_j = (e^{i^c_j} ⊙ c̃^c_j + Σ_b e^{i^c_bj} ⊙ c^w_bj) / (e^{i^c_j} + Σ_b e^{i^c_bj})
+
+(the gates are sigmoids, so the exponentials need no shift).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, List, NamedTuple, Optional, Tuple
+
+import torch
+from torch.autograd.function import once_differentiable
+
+
+@dataclass
+class Schedule:
+    """Where the words merged at each step read and write, built once per batch
+    (spacy_flat/nn/lattice_lstm.py, `word_slots`). Packed words are ordered by
+    step, then direction; padding reads row 0 and sums into a row of its own.
+
+    packed (List[int]): per step, the words packed per direction (N_j); 0 where none ends.
+    sizes (List[int]): per step where words end, D * N_j.
+    state (List[torch.Tensor]): per step where words end, (D * N_j,) int64: the
+        state row of each word's first character.
+    row (List[torch.Tensor]): likewise, the row d * B + b the word ends in; D * B in padding.
+    word (torch.Tensor): (P,) int64, each packed word's row in the word terms.
+    target (torch.Tensor): (P,) int64, each packed word's character row (j * D + d) * B + b.
+    word_by_direction, target_by_direction (torch.Tensor): (P,) int64, `word` and
+        `target` ordered by direction, then step; C * D * B in the target's padding.
+    merges (torch.Tensor): (C, D, B, 1) 1.0 where words end (eq. 15), 0.0 where the plain cell holds.
+    """
+
+    packed: List[int]
+    sizes: List[int]
+    state: List[torch.Tensor]
+    row: List[torch.Tensor]
+    word: torch.Tensor
+    target: torch.Tensor
+    word_by_direction: torch.Tensor
+    target_by_direction: torch.Tensor
+    merges: torch.Tensor
+
+
+class Merge(NamedTuple):
+    """What the backward needs of a step where words end, per packed word (D, N_j, .)."""
+
+    h_b: torch.Tensor  # the states of the word's first character
+    c_b: torch.Tensor
+    z: torch.Tensor  # i^w, f^w, c̃^w (eq. 13)
+    cells: torch.Tensor  # c^w
+    gate: torch.Tensor  # i^c_bj (eq. 14)
+    weight: torch.Tensor  # e^{i^c_bj}
+
+
+def recur(
+    x: torch.Tensor,
+    words: torch.Tensor,
+    char_hidden: torch.Tensor,
+    word_hidden: torch.Tensor,
+    word_gate: torch.Tensor,
+    plan: Schedule,
+    keep: bool,
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, List[Merge]]:
+    """Run the recurrence without recording it.
+
+    RETURNS (tuple): h and c of every step (C, D, B, H), tanh(c), the character
+        gates' activations (C, D, B, 4, H: i, o, f, c̃), the merged cells and the
+        reciprocals of eq. 16's sums (C, D, B, H, 0 where no word ends) and, if
+        `keep`, each merge.
+    """
+    steps, dirs, batch, _ = x.shape
+    hidden = char_hidden.shape[1]
+    hs = x.new_empty(steps, dirs, batch, hidden)
+    cs, tanh_c = torch.empty_like(hs), torch.empty_like(hs)
+    merged, inverse = torch.zeros_like(hs), torch.zeros_like(hs)
+    acts = x.new_empty(steps, dirs, batch, 4, hidden)
+    # Each step's views, made in a few calls: indexing in the loop costs as much as a small operation.
+    x_char = x[..., : 4 * hidden].unbind(0)
+    gates = acts.view(steps, dirs, batch, -1).unbind(0)
+    sigmoids, candidates = acts[:, :, :, :3].unbind(0), acts[:, :, :, 3].unbind(0)
+    i_s, o_s, f_s, g_s = (t.unbind(0) for t in acts.unbind(3))
+    h_s, c_s, tanh_s, merged_s, inverse_s = (t.unbind(0) for t in (hs, cs, tanh_c, merged, inverse))
+    plain, merges = (1 - plan.merges).unbind(0), plan.merges.unbind(0)
+    # Each word's terms and its character's gate term, gathered for all steps at once.
+    word_terms = words.index_select(0, plan.word).split(plan.sizes)
+    gate_terms = x.reshape(-1, x.shape[-1])[:, 4 * hidden :].index_select(0, plan.target).split(plan.sizes)
+    # Each row's sums of eq. 16 and 15 start from its character's own terms; the
+    # padding words sum into the last row, never read.
+    sums = x.new_zeros(dirs * batch + 1, 2, hidden)
+    own, own_weighted = sums[:-1].view(dirs, batch, 2, hidden).unbind(2)
+    h = c = x.new_zeros(dirs, batch, hidden)
+    kept: List[Merge] = []
+    k = 0
+    for j in range(steps):
+        torch.baddbmm(x_char[j], h, char_hidden, out=gates[j])
+        sigmoids[j].sigmoid_()
+        candidates[j].tanh_()
+        c = torch.mul(f_s[j], c, out=c_s[j]).addcmul_(i_s[j], g_s[j])
+        if plan.packed[j]:
+            torch.mul(torch.exp(i_s[j], out=own), g_s[j], out=own_weighted)
+            merge = _merge(k, word_terms[k], gate_terms[k], hs, cs, word_hidden, word_gate, plan, sums)
+            torch.reciprocal(own, out=inverse_s[j])  # eq. 16
+            torch.mul(own_weighted, inverse_s[j], out=merged_s[j])  # eq. 15
+            c.mul_(plain[j]).addcmul_(merges[j], merged_s[j])
+            if keep:
+                kept.append(merge)
+            k += 1
+        h = torch.mul(o_s[j], torch.tanh(c, out=tanh_s[j]), out=h_s[j])
+    return hs, cs, tanh_c, acts, merged, inverse, kept
+
+
+def _merge(
+    k: int,
+    word_terms: torch.Tensor,
+    gate_terms: torch.Tensor,
+    hs: torch.Tensor,
+    cs: torch.Tensor,
+    word_hidden: torch.Tensor,
+    word_gate: torch.Tensor,
+    plan: Schedule,
+    sums: torch.Tensor,
+) -> Merge:
+    """Eq. 13 and 14 at the k-th step where words end, the words' first characters
+    read from the state buffers; e^{i^c_bj} and e^{i^c_bj} ⊙ c^w_bj added to their
+    rows' `sums` (D * B + 1, 2, H)."""
+    dirs, hidden = word_hidden.shape[0], word_hidden.shape[1]
+    state = plan.state[k]
+    n = state.shape[0] // dirs
+    h_b = hs.view(-1, hidden).index_select(0, state).view(dirs, n, hidden)
+    c_b = cs.view(-1, hidden).index_select(0, state).view(dirs, n, hidden)
+    z = torch.baddbmm(word_terms.view(dirs, n, -1), h_b, word_hidden)
+    z[..., : 2 * hidden].sigmoid_()
+    z[..., 2 * hidden :].tanh_()
+    word_i, word_f, word_c = z.view(dirs, n, 3, hidden).unbind(2)
+    cells = (word_f * c_b).addcmul_(word_i, word_c)  # c^w_bj, eq. 13
+    gate = torch.baddbmm(gate_terms.view(dirs, n, hidden), cells, word_gate).sigmoid_()  # i^c_bj, eq. 14
+    both = cells.new_empty(dirs, n, 2, hidden)
+    weight = torch.exp(gate, out=both[:, :, 0])
+    torch.mul(weight, cells, out=both[:, :, 1])
+    sums.index_add_(0, plan.row[k], both.view(-1, 2, hidden))
+    return Merge(h_b, c_b, z, cells, gate, weight)
+
+
+class LatticeRecurrence(torch.autograd.Function):
+    """h of every step (C, D, B, H) from the input terms x (C, D, B, 5H), the word
+    terms (D * N_w, 3H), the recurrent weights and the schedule of the words."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        x: torch.Tensor,
+        words: torch.Tensor,
+        char_hidden: torch.Tensor,
+        word_hidden: torch.Tensor,
+        word_gate: torch.Tensor,
+        plan: Schedule,
+    ) -> torch.Tensor:
+        hs, *kept = recur(x, words, char_hidden, word_hidden, word_gate, plan, keep=True)
+        ctx.save_for_backward(hs, char_hidden, word_hidden, word_gate)
+        ctx.kept = (*kept, plan, words.shape[0])
+        return hs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
+        hs, char_hidden, word_hidden, word_gate = ctx.saved_tensors
+        cs, tanh_c, acts, merged, inverse, merges, plan, n_words = ctx.kept
+        steps, dirs, batch, hidden = hs.shape
+        i, o, f, g = acts.unbind(3)
+        plain = 1 - plan.merges
+        alpha = plan.merges * torch.exp(i) * inverse  # α^c_j (eq. 16) where words end, 0 elsewhere
+        d_i, d_o, d_f = i - i * i, o - o * o, f - f * f  # the sigmoids' derivatives
+        c_prev = torch.cat([torch.zeros_like(cs[:1]), cs[:-1]])
+        # Per step, a pre-activation's gradient is dc times its partner (o's: dh times out_gate).
+        into_i = (g * plain + alpha * (g - merged)) * d_i
+        partner = torch.stack([into_i, d_o, c_prev * plain * d_f, (i * plain + alpha) * (1 - g * g)], 3)
+        words = _Words(merges, dirs, hidden) if merges else None
+        dh, dc = grad.contiguous().clone(), torch.zeros_like(hs)
+        dpre = hs.new_empty(steps, dirs, batch, 4, hidden)
+        # dc times shares: the gradient of eq. 15's sum over the row's words and its product
+        # with minus the merged cell, gathered by each word (padding words read the last, zero, row).
+        shared = hs.new_zeros(dirs * batch + 1, 2, hidden)
+        rows = shared[:-1].view(dirs, batch, 2, hidden)
+        share = plan.merges * inverse
+        shares = torch.stack([share, -share * merged], 3).unbind(0)
+        # Each step's views, made in a few calls (as in `recur`).
+        dh_s, dc_s, partner_s, dpre_s = dh.unbind(0), dc.unbind(0), partner.unbind(0), dpre.unbind(0)
+        d_out_s, d_flat = dpre[:, :, :, 1].unbind(0), dpre.view(steps, dirs, batch, -1).unbind(0)
+        out_gate, cell_of_h = (tanh_c * d_o).unbind(0), (o * (1 - tanh_c * tanh_c)).unbind(0)
+        forget = (f * plain).unbind(0)
+        char_back, word_back, gate_back = (w.transpose(1, 2) for w in (char_hidden, word_hidden, word_gate))
+        k = len(merges)
+        d_terms: List[torch.Tensor] = []
+        d_gates: List[torch.Tensor] = []
+        for j in range(steps - 1, -1, -1):
+            dc_j = dc_s[j].addcmul_(dh_s[j], cell_of_h[j])
+            torch.mul(partner_s[j], dc_j.unsqueeze(2), out=dpre_s[j])
+            torch.mul(dh_s[j], out_gate[j], out=d_out_s[j])
+            if plan.packed[j] and words is not None:
+                k -= 1
+                m, n = merges[k], plan.packed[j]
+                torch.mul(shares[j], dc_j.unsqueeze(2), out=rows)
+                d_share, d_mix = shared.index_select(0, plan.row[k]).view(dirs, n, 2, hidden).unbind(2)
+                d_gate = torch.addcmul(d_mix, d_share, m.cells).mul_(words.gate[k])
+                d_cells = torch.baddbmm(d_share * m.weight, d_gate, gate_back)
+                d_z = d_cells.unsqueeze(2) * words.partner[k]
+                d_h_b = torch.bmm(d_z.view(dirs, n, 3 * hidden), word_back)
+                dh.view(-1, hidden).index_add_(0, plan.state[k], d_h_b.view(-1, hidden))
+                dc.view(-1, hidden).index_add_(0, plan.state[k], (d_cells * words.forget[k]).view(-1, hidden))
+                d_terms.append(d_z.view(dirs, n, 3 * hidden))
+                d_gates.append(d_gate)
+            if j:
+                dc_s[j - 1].addcmul_(dc_j, forget[j])
+                dh_s[j - 1].baddbmm_(d_flat[j], char_back)
+        d_chars = dpre.view(steps, dirs, batch, 4 * hidden)
+        h_prev = torch.cat([torch.zeros_like(hs[:1]), hs[:-1]])
+        d_char_hidden = torch.einsum("jdbh,jdbk->dhk", h_prev, d_chars)
+        d_words = hs.new_zeros(n_words, 3 * hidden)
+        d_char_gate = hs.new_zeros(steps * dirs * batch + 1, hidden)
+        d_word_hidden, d_word_gate = torch.zeros_like(word_hidden), torch.zeros_like(word_gate)
+        if words is not None:
+            d_term, d_gate = torch.cat(d_terms[::-1], 1), torch.cat(d_gates[::-1], 1)  # D, P_d, .
+            d_word_hidden = torch.bmm(words.h_b.transpose(1, 2), d_term)
+            d_word_gate = torch.bmm(words.cells.transpose(1, 2), d_gate)
+            d_words.index_add_(0, plan.word_by_direction, d_term.reshape(-1, 3 * hidden))
+            d_char_gate.index_add_(0, plan.target_by_direction, d_gate.reshape(-1, hidden))
+        d_x = torch.cat([d_chars, d_char_gate[:-1].view(steps, dirs, batch, hidden)], -1)
+        return d_x, d_words, d_char_hidden, d_word_hidden, d_word_gate, None
+
+
+class _Words:
+    """The merges' packed words side by side (D, P_d, .), ordered by step, and the
+    derivatives of eq. 13 and 14 for all of them at once, split by step."""
+
+    def __init__(self, merges: List[Merge], dirs: int, hidden: int) -> None:
+        self.h_b = torch.cat([m.h_b for m in merges], 1)
+        self.cells = torch.cat([m.cells for m in merges], 1)
+        c_b, gate, weight = (torch.cat(parts, 1) for parts in zip(*((m.c_b, m.gate, m.weight) for m in merges)))
+        word_i, word_f, word_c = torch.cat([m.z for m in merges], 1).view(dirs, -1, 3, hidden).unbind(2)
+        sizes = [m.h_b.shape[1] for m in merges]
+        self.forget = word_f.split(sizes, 1)
+        # dc^w times these gives eq. 13's pre-activations' gradients; de^{i^c_bj} times
+        # `gate`, eq. 14's.
+        partner = [
+            word_c * (word_i - word_i * word_i),
+            c_b * (word_f - word_f * word_f),
+            word_i * (1 - word_c * word_c),
+        ]
+        self.partner = torch.stack(partner, 2).split(sizes, 1)
+        self.gate = (weight * (gate - gate * gate)).split(sizes, 1)
+
+
+def lattice_recurrence(
+    x: torch.Tensor,
+    words: torch.Tensor,
+    char_hidden: torch.Tensor,
+    word_hidden: torch.Tensor,
+    word_gate: torch.Tensor,
+    plan: Schedule,
+) -> torch.Tensor:
+    """h of every step (C, D, B, H): through `LatticeRecurrence` when a gradient
+    is wanted, the forward pass alone (nothing kept) otherwise."""
+    tensors = (x, words, char_hidden, word_hidden, word_gate)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        out = LatticeRecurrence.apply(*tensors, plan)
+        assert isinstance(out, torch.Tensor)
+        return out
+    return recur(*tensors, plan, keep=False)[0]
