@@ -64,7 +64,7 @@ LEXICONS = {
 }
 
 
-# Pretrained inputs, combined by --inputs (issue #16). Tables of `pretrain-vectors`
+# Pretrained inputs, combined by --inputs. Tables of `pretrain-vectors`
 # are read from --pretrained (default training/pretrain/full); unit length unless --raw (characters: always).
 GAZETTEERS = {
     "place": ",".join(
@@ -242,7 +242,7 @@ def main() -> None:
     parser.add_argument(
         "--normalize", action="store_true", help="unit-length pretrained vectors (characters and lexicon words)"
     )
-    parser.add_argument("--inputs", nargs="+", choices=INPUTS, default=[], help="pretrained inputs (issue #16)")
+    parser.add_argument("--inputs", nargs="+", choices=INPUTS, default=[], help="pretrained inputs (INPUTS)")
     parser.add_argument(
         "--config", default=None, help="a config under configs/ (default: DATASET.cfg), e.g. resume_tener.cfg"
     )

@@ -180,7 +180,7 @@ def main() -> None:
     )
     if "inference" in args.parts:
         ours, peer = flat(args.model, "resume"), spacy_ner("resume")
-        # The same model without entity probabilities (issue 18: their overhead).
+        # The same model without entity probabilities: their overhead.
         plain = flat(args.model, "resume")
         plain.get_pipe("flat_ner").cfg["scores_key"] = None
         print(
