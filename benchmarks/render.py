@@ -101,11 +101,7 @@ ARCH_ORDER = {"FLAT": 0, "DC-SAN": 1, "TENER": 2, "Lattice LSTM": 3, "spaCy ner"
 
 
 def accuracy_by_dataset(t: Tables, dataset: str) -> str:
-    chosen = [
-        rid
-        for rid, rec in t.records.items()
-        if rec["question"] == "accuracy" and rec.get("dataset") == dataset
-    ]
+    chosen = [rid for rid, rec in t.records.items() if rec["question"] == "accuracy" and rec.get("dataset") == dataset]
 
     def order(rid: str) -> Tuple:
         s = t.records[rid]["setup"]
@@ -207,7 +203,9 @@ def headline(t: Tables) -> str:
                 continue
             rec = t.get(cells[d])
             n = len(rec["seeds"])
-            row.append(f"{f1(rec)} ({rec['setup']['epochs']} ep{'' if n == 3 else f', {n} seed' + ('s' if n > 1 else '')})")
+            row.append(
+                f"{f1(rec)} ({rec['setup']['epochs']} ep{'' if n == 3 else f', {n} seed' + ('s' if n > 1 else '')})"
+            )
         rows.append(row)
     paper = t.get("reference-papers")["figures"]
     for name in HEADLINE_PAPERS:
@@ -277,19 +275,28 @@ CHOICES = [
         "FLAT (the default)",
         "the paper's model; ahead at the shortest budgets and on a transformer",
         "`configs/<dataset>.cfg`",
-        [("Weibo", "accuracy-weibo-flat-wiki-words+own-bigrams-raw-10ep-s012"), ("MSRA", "accuracy-msra-flat-wiki-words+own-bigrams-4ep-s012")],
+        [
+            ("Weibo", "accuracy-weibo-flat-wiki-words+own-bigrams-raw-10ep-s012"),
+            ("MSRA", "accuracy-msra-flat-wiki-words+own-bigrams-4ep-s012"),
+        ],
     ),
     (
         "DC-SAN",
         "the most accurate without a transformer, above all on social media; the fastest",
         "`configs/<dataset>_dcsan.cfg`",
-        [("Weibo", "accuracy-weibo-dcsan-wiki-words+own-bigrams-raw-10ep-s012"), ("MSRA", "accuracy-msra-dcsan-wiki-words+own-bigrams-4ep-s012")],
+        [
+            ("Weibo", "accuracy-weibo-dcsan-wiki-words+own-bigrams-raw-10ep-s012"),
+            ("MSRA", "accuracy-msra-dcsan-wiki-words+own-bigrams-4ep-s012"),
+        ],
     ),
     (
         "TENER",
         "no lexicon at all: text no word list covers, or none may be shipped",
         "`configs/<dataset>_tener.cfg`",
-        [("Weibo", "accuracy-weibo-tener-own-bigrams-raw-10ep-s012"), ("MSRA", "accuracy-msra-tener-own-bigrams-1ep-s012")],
+        [
+            ("Weibo", "accuracy-weibo-tener-own-bigrams-raw-10ep-s012"),
+            ("MSRA", "accuracy-msra-tener-own-bigrams-1ep-s012"),
+        ],
     ),
     (
         "Lattice LSTM",
@@ -393,10 +400,28 @@ def cpu_inference(t: Tables) -> str:
         fig = t.get(rid)["figures"]
         for d in ("resume", "msra"):
             for r in (r for r in fig["rows"] if r["dataset"] == d):
-                rows.append([DATASET_NAMES[d], threads, r["pipeline"], spread(r["b1"]), spread(r["batch"]), f"{r['gain']:.2f}×"])
+                rows.append(
+                    [DATASET_NAMES[d], threads, r["pipeline"], spread(r["b1"]), spread(r["batch"]), f"{r['gain']:.2f}×"]
+                )
             ratio = fig["ratio"][d]
-            rows.append([DATASET_NAMES[d], threads, "**flat_ner / spaCy ner**", f"{ratio['b1']:.2f}×", f"**{ratio['batch']:.2f}×**", ""])
-    columns = ["test set (400 docs)", "threads", "pipeline", "chars/s, one doc at a time", "chars/s, batch 64", "64 / 1"]
+            rows.append(
+                [
+                    DATASET_NAMES[d],
+                    threads,
+                    "**flat_ner / spaCy ner**",
+                    f"{ratio['b1']:.2f}×",
+                    f"**{ratio['batch']:.2f}×**",
+                    "",
+                ]
+            )
+    columns = [
+        "test set (400 docs)",
+        "threads",
+        "pipeline",
+        "chars/s, one doc at a time",
+        "chars/s, batch 64",
+        "64 / 1",
+    ]
     return table(columns, rows)
 
 
@@ -413,9 +438,12 @@ def probabilities_cost(t: Tables) -> str:
 def cpu_training(t: Tables) -> str:
     fig = t.get("speed-cpu-training")["figures"]
     rows = [
-        [DATASET_NAMES[r["dataset"]], r["pipeline"], f"{r['sentences_per_s']:.1f}", num(r["s_per_epoch"])] for r in fig["rows"]
+        [DATASET_NAMES[r["dataset"]], r["pipeline"], f"{r['sentences_per_s']:.1f}", num(r["s_per_epoch"])]
+        for r in fig["rows"]
     ]
-    rows += [[DATASET_NAMES[d], "**flat_ner / spaCy ner**", f"**{fig['ratio'][d]:.2f}×**", ""] for d in ("resume", "msra")]
+    rows += [
+        [DATASET_NAMES[d], "**flat_ner / spaCy ner**", f"**{fig['ratio'][d]:.2f}×**", ""] for d in ("resume", "msra")
+    ]
     return table(["training set", "pipeline", "sentences/s", "s/epoch"], rows)
 
 
@@ -468,7 +496,9 @@ def lattice_lstm_batching(t: Tables) -> str:
 def cpu_stages(t: Tables) -> str:
     fig = t.get("speed-cpu-stages")["figures"]
     rows = [[r["pipeline"], num(r["stages_b1"]), num(r["stages_batch"]), num(r["pipe_batch"])] for r in fig["rows"]]
-    return table(["chars/s, median of 5 rounds", "CPU stages, batch 1", "CPU stages, batch 64", "whole nlp.pipe, batch 64"], rows)
+    return table(
+        ["chars/s, median of 5 rounds", "CPU stages, batch 1", "CPU stages, batch 64", "whole nlp.pipe, batch 64"], rows
+    )
 
 
 def gpu_family(t: Tables) -> str:
@@ -565,7 +595,11 @@ def annotation(t: Tables) -> str:
     fig = t.get("annotation-throughput")["figures"]
     rows = []
     for r in fig["rows"]:
-        memory = "–" if r["peak_mb"] is None else f"{num(r['peak_mb'])} MB" + (f" {r['memory_note']}" if r.get("memory_note") else "")
+        memory = (
+            "–"
+            if r["peak_mb"] is None
+            else f"{num(r['peak_mb'])} MB" + (f" {r['memory_note']}" if r.get("memory_note") else "")
+        )
         rows.append([r["run"], num(r["chars_per_s"]), memory])
     return table(["run", "chars/s", "peak memory"], rows)
 
@@ -579,7 +613,13 @@ def annotation_reading(t: Tables) -> str:
 def checkpoints(t: Tables) -> str:
     fig = t.get("training-cost-checkpoints")["figures"]
     rows = [
-        [f"`{r['config']}`", spread(r["write_s"], 2), f"{r['verify_s']:.2f}", f"{r['files_mb']:.1f}", f"{r['new_mb']:.1f}"]
+        [
+            f"`{r['config']}`",
+            spread(r["write_s"], 2),
+            f"{r['verify_s']:.2f}",
+            f"{r['files_mb']:.1f}",
+            f"{r['new_mb']:.1f}",
+        ]
         for r in fig["rows"]
     ]
     return table(["config", "write s, median (range) of 5", "verify on load, s", "files, MB", "new on disk, MB"], rows)
@@ -694,7 +734,9 @@ def render_readme(records: Dict[str, Record], text: str) -> str:
     t = Tables(records)
     missing = [name for name in MARKERS_REQUIRED if f"<!-- results:{name} -->" not in text]
     if missing:
-        raise SystemExit(f"README.md lacks the markers of {', '.join(missing)} (<!-- results:NAME --> ... <!-- /results:NAME -->)")
+        raise SystemExit(
+            f"README.md lacks the markers of {', '.join(missing)} (<!-- results:NAME --> ... <!-- /results:NAME -->)"
+        )
     return MARKER.sub(lambda m: f"{m.group(1)}{TABLES[m.group(2)](t)}\n{m.group(4)}", text)
 
 
@@ -728,7 +770,9 @@ def differences(name: str, have: str, want: str) -> List[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a document differs from its data")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if a document differs from its data"
+    )
     args = parser.parse_args(argv)
     records = load_all()
     want = {BENCHMARKS: render_benchmarks(records), README: render_readme(records, README.read_text(encoding="utf8"))}
@@ -739,7 +783,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for line in problems:
             print(line, file=sys.stderr)
         if not problems:
-            print(f"BENCHMARKS.md and README.md agree with the {len(records)} records under {RESULTS.relative_to(ROOT)}")
+            print(
+                f"BENCHMARKS.md and README.md agree with the {len(records)} records under {RESULTS.relative_to(ROOT)}"
+            )
         return 1 if problems else 0
     for path, text in want.items():
         path.write_text(text, encoding="utf8")

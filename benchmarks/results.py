@@ -29,6 +29,7 @@ A record (`validate` checks it):
 Question "reference" holds published figures (the papers): `source` in place of command, machine and load.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -123,10 +124,8 @@ def load_now() -> float:
 def command_line() -> str:
     threads = os.environ.get("OMP_NUM_THREADS")
     argv = [Path(sys.argv[0]).as_posix(), *sys.argv[1:]]
-    try:
+    with contextlib.suppress(ValueError):  # a script outside the checkout keeps its path as given
         argv[0] = Path(sys.argv[0]).resolve().relative_to(ROOT).as_posix()
-    except ValueError:
-        pass
     line = "python " + " ".join(shlex.quote(a) for a in argv)
     return f"OMP_NUM_THREADS={threads} {line}" if threads else line
 
