@@ -16,6 +16,10 @@ initialization; mean and spread are reported.
     python benchmarks/accuracy.py resume --config resume_tener.cfg    # TENER instead of FLAT
     python benchmarks/accuracy.py msra --epochs 5 --gpu-id 0           # train and score on a GPU
 
+Each run also writes its figures as result records (benchmarks/results.py): one for flat_ner over its
+seeds, one for the peer, named from dataset, config, inputs, epochs, seeds and settings, e.g.
+benchmarks/results/accuracy-msra-dcsan-wiki-words+own-bigrams-4ep-s012.json (--results DIR: elsewhere).
+
 --select-on-test trains with the test set in the dev set's place, so the model kept
 is the one with the best test F1 of all evaluations. That is not a valid selection:
 it measures what the original FLAT code's per-epoch test logging reports, to say how
@@ -24,6 +28,8 @@ much of a gap to the paper is the protocol rather than the model.
 
 import argparse
 import json
+import os
+import statistics
 import sys
 import tempfile
 import time
@@ -35,6 +41,7 @@ from spacy.language import Language
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import ROOT, SEEDS_COLUMNS, machine, markdown_table, paper_rows, seeds_row, spacy_ner_config, splits
+from results import record, results_option, slug
 
 from spacy_flat.cli.evaluate import evaluate
 from spacy_flat.cli.schedule import schedule_for
@@ -64,7 +71,7 @@ LEXICONS = {
 }
 
 
-# Pretrained inputs, combined by --inputs (issue #16). Tables of `pretrain-vectors`
+# Pretrained inputs, combined by --inputs. Tables of `pretrain-vectors`
 # are read from --pretrained (default training/pretrain/full); unit length unless --raw (characters: always).
 GAZETTEERS = {
     "place": ",".join(
@@ -227,6 +234,72 @@ def dev_curve(out: Path, per_epoch: float) -> dict:
     return {"seconds": state["loop"]["seconds"], "curve": curve}
 
 
+ARCHITECTURE_NAMES = {
+    "flat": "FLAT",
+    "dcsan": "DC-SAN",
+    "tener": "TENER",
+    "lattice-lstm": "Lattice LSTM",
+    "news": "FLAT",
+}
+
+
+def seeds_figures(results: List[dict]) -> dict:
+    """A result record's figures from runs over seeds (accuracy's shape in benchmarks/results.py)."""
+
+    def over_seeds(key: str, digits: int = 2) -> dict:
+        values = [r[key] for r in results]
+        out = {"mean": round(statistics.mean(values), digits), "per_seed": [round(v, digits) for v in values]}
+        if len(values) > 1:
+            out["sd"] = round(statistics.stdev(values), digits)
+        return out
+
+    figures = {"test_f1": over_seeds("test_f"), "dev_f1": over_seeds("dev_f")}
+    figures["train_s"] = {"median": round(statistics.median(r["train_s"] for r in results))}
+    figures["train_s"]["per_seed"] = [round(r["train_s"]) for r in results]
+    figures["test_chars_per_s"] = {"median": round(statistics.median(r["test_chars_per_s"] for r in results))}
+    if all("test_f_free" in r for r in results):
+        figures["test_f1_without_boundary_rules"] = over_seeds("test_f_free")
+    if all("curve" in r for r in results):
+        figures["dev_curve"] = [r["curve"] for r in results]
+    return figures
+
+
+def write_records(args: argparse.Namespace, config: Path, ours: List[dict], peer: List[dict], load: float) -> None:
+    """The runs' figures as result records (benchmarks/results.py), one for flat_ner and one for the peer."""
+    name = config.stem.split("_", 1)[1] if "_" in config.stem else "flat"
+    arch = slug(name)
+    if args.inputs:
+        inputs = "+".join(args.inputs) + ("-raw" if args.raw else "")
+    else:
+        inputs = (args.lexicon or "defaults") + ("-norm" if args.normalize else "")
+    settings = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in (item.split("=", 1) for item in args.set)]
+    extras = [args.ablation, "select-on-test" if args.select_on_test else "", "gpu" if args.gpu_id >= 0 else ""]
+    variant = bool(args.ablation or args.select_on_test or any(k.startswith("components.") for k in args.set))
+    label = "embedded defaults" if inputs == "defaults" else inputs.replace("+", " + ")
+    dataset = {"msra": "MSRA"}.get(args.dataset, args.dataset.capitalize())
+    common = {"dataset": args.dataset, "load_before": load, "gpu_id": args.gpu_id, "out_dir": args.results}
+    if ours:
+        seeds = "s" + "".join(str(s) for s in args.seeds)
+        title = f"{dataset}, {ARCHITECTURE_NAMES.get(arch, arch)}, {label}, {args.epochs} epochs"
+        title += "".join(f", {x}" for x in [*settings, *extras] if x)
+        setup = {
+            "architecture": ARCHITECTURE_NAMES.get(arch, arch),
+            "inputs": label,
+            "epochs": args.epochs,
+            "transformer": None,
+            "kind": "variant" if variant else ("defaults" if inputs == "defaults" else "pretrained"),
+            "config": f"configs/{config.name}",
+        }
+        rid = slug("accuracy", args.dataset, arch, inputs, f"{args.epochs}ep", seeds, *settings, *extras)
+        record(rid, "accuracy", title, seeds_figures(ours), seeds=args.seeds, setup=setup, **common)
+    if peer:
+        peer_seeds = args.peer_seeds or args.seeds
+        rid = slug("accuracy", args.dataset, "spacy-ner", f"{args.epochs}ep", "s" + "".join(map(str, peer_seeds)))
+        setup = {"architecture": "spaCy ner", "inputs": "no vectors", "epochs": args.epochs, "kind": "peer"}
+        title = f"{dataset}, spaCy's ner, {args.epochs} epochs"
+        record(rid, "accuracy", title, seeds_figures(peer), seeds=peer_seeds, setup=setup, **common)
+
+
 def peer_config(path: Path, epochs: int) -> Path:
     spacy_ner_config(epochs).to_disk(path)
     return path
@@ -242,7 +315,7 @@ def main() -> None:
     parser.add_argument(
         "--normalize", action="store_true", help="unit-length pretrained vectors (characters and lexicon words)"
     )
-    parser.add_argument("--inputs", nargs="+", choices=INPUTS, default=[], help="pretrained inputs (issue #16)")
+    parser.add_argument("--inputs", nargs="+", choices=INPUTS, default=[], help="pretrained inputs (INPUTS)")
     parser.add_argument(
         "--config", default=None, help="a config under configs/ (default: DATASET.cfg), e.g. resume_tener.cfg"
     )
@@ -266,7 +339,9 @@ def main() -> None:
         help="keep each run in OUTPUT/flatSEED with checkpoints (python -m spacy_flat train): the same command "
         "run again goes on from where a stopped run stood (default: a temporary folder, spacy train)",
     )
+    results_option(parser)
     args = parser.parse_args()
+    load = round(os.getloadavg()[0], 2)
     data = splits(args.dataset)
     if args.select_on_test:
         data["dev"] = data["test"]
@@ -274,6 +349,8 @@ def main() -> None:
     if not config.exists():
         config = ROOT / "configs" / "resume.cfg"
     rows: List[List[str]] = []
+    ours: List[dict] = []
+    peer: List[dict] = []
     with tempfile.TemporaryDirectory() as scratch:
         tmp = str(args.output) if args.output else scratch
         lexicon = "shared w2v lexicon (125,796 words, 100d vectors)" if args.lexicon else "jieba lexicon"
@@ -313,6 +390,7 @@ def main() -> None:
             rows.append(seeds_row("spaCy ner (--optimize accuracy, no vectors)", peer))
     print(f"Machine: {machine()}\n\nDataset: {args.dataset}, {args.epochs} epochs max, seeds {args.seeds}\n")
     print(markdown_table(SEEDS_COLUMNS, rows + paper_rows(PAPER[args.dataset], len(SEEDS_COLUMNS), 1)))
+    write_records(args, config, ours, peer, load)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What reading costs `annotate --engine ray` (issue 19): its Ray Data tasks read
+"""What reading costs `annotate --engine ray`: its Ray Data tasks read
 every input file twice, a file a task (`annotation/ray_reading.py`): once to count
 the good records, once to cut them into the batches the actors annotate. Times
 both passes' work on one core, without Ray, on MSRA test repeated to --chars

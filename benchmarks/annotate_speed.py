@@ -1,4 +1,4 @@
-"""Throughput of `annotate` (issue 19): nlp.pipe alone, the local engine with 1 and 2
+"""Throughput of `annotate`: nlp.pipe alone, the local engine with 1 and 2
 processes, and the Ray engine with 1 and 2 actors, on MSRA test repeated to at
 least --chars characters; peak memory per worker; Ray's start-up cost; and what
 a run on N machines would do, from those figures. Run it on a quiet machine:

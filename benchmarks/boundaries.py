@@ -1,6 +1,6 @@
 """What a trained pipeline makes of hostile input, with and without its entity-boundary rules.
 
-The inputs are those a new user tried (issue #24): a sentence repeated across full stops, names split by a
+The inputs are those a new user would try: a sentence repeated across full stops, names split by a
 blank line, 120 emoji, an ASCII sentence, punctuation only. An entity a reader would reject has a line break,
 a space or a sentence end inside it, or no letter, digit or Han character at all.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU lane and GPU benchmarks on a lent device machine, which has PyTorch and CUDA but no package
+# The GPU lane and GPU benchmarks on a GPU machine that has PyTorch and CUDA but no package
 # registry: the other packages travel as an unpacked site folder (.devdata/devsite.tar.xz, made by
 # `bash benchmarks/device_site.sh`), with corpus/bench (the benchmarks' DocBins) carried beside the checkout.
 #   bash benchmarks/device_lane.sh tests            # tests/test_gpu.py --rungpu

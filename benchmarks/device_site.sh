@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Packs this environment's non-PyTorch dependencies as a Python 3.12 site folder for the device machine
-# (no registry there; the lent image has Python 3.12, PyTorch, cupy, pytest and hypothesis already).
-# Stripped of tests, debug symbols and jieba's unused POS and keyword data to fit the 64 MiB carry.
+# Packs this environment's non-PyTorch dependencies as a Python 3.12 site folder for a GPU machine that has
+# Python 3.12, PyTorch, cupy, pytest and hypothesis but no package index.
+# Stripped of tests, debug symbols and jieba's unused POS and keyword data to keep the archive small (64 MiB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl .devdata

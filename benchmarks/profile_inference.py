@@ -1,6 +1,6 @@
 """Where inference time goes: cProfile over `nlp.pipe` at two batch sizes.
 
-Profile before optimising (issue 17): this prints, for each batch size, the time per
+Profile before optimising: this prints, for each batch size, the time per
 character and the cumulative share of the parts that matter: lattice features, the
 encoder (and inside it the position triples, fused positions, position scores,
 attention and feed-forward), CRF decoding, entity probabilities and writing the

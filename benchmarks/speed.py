@@ -10,9 +10,14 @@ the same texts; figures are medians of repeated runs.
 
 The batch-parallel speed-up is nlp.pipe's characters per second at --batch-size over
 batch 1's (the paper's Figure 3: 4.97x for FLAT at batch 16 on a GPU).
+
+Each part also writes its figures as a result record (benchmarks/results.py) under benchmarks/results/:
+speed-cpu-inference-N-threads, memory-pipe-batchB, speed-cpu-training (speed-gpu-… on a GPU; --results DIR:
+elsewhere).
 """
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -36,6 +41,7 @@ from common import (
     texts,
     train_split,
 )
+from results import record, results_option
 
 from spacy_flat.layers import TorchTagger
 
@@ -171,7 +177,11 @@ def main() -> None:
     parser.add_argument(
         "--allow-busy", action="store_true", help="time even when the load average says the machine is busy"
     )
+    results_option(parser)
     args = parser.parse_args()
+    load = round(os.getloadavg()[0], 2)
+    where = "gpu" if args.gpu_id >= 0 else "cpu"
+    saved = {"load_before": load, "gpu_id": args.gpu_id, "out_dir": args.results}
     require_quiet(args.allow_busy)
     if args.gpu_id >= 0:
         spacy.require_gpu(args.gpu_id)
@@ -180,7 +190,7 @@ def main() -> None:
     )
     if "inference" in args.parts:
         ours, peer = flat(args.model, "resume"), spacy_ner("resume")
-        # The same model without entity probabilities (issue 18: their overhead).
+        # The same model without entity probabilities: their overhead.
         plain = flat(args.model, "resume")
         plain.get_pipe("flat_ner").cfg["scores_key"] = None
         print(
@@ -192,6 +202,7 @@ def main() -> None:
             "batch 1 | same entities batched |"
         )
         print("|---|---|---|---|---|---|")
+        figures: dict = {"rows": [], "ratio": {}, "probabilities_cost_pct": {}}
         for name in ("resume", "msra"):
             docs = texts(name, "test")[: args.docs]
             pipelines = {"flat_ner": ours, "flat_ner, no probabilities": plain, "spaCy ner": peer}
@@ -199,6 +210,16 @@ def main() -> None:
             for label, r in rounds.items():
                 gain = statistics.median(r["batch"]) / statistics.median(r["b1"])
                 same = "yes" if all(r["same"]) else "NO"
+                if label != "flat_ner, no probabilities":
+                    cell = {
+                        key: {
+                            "median": round(statistics.median(r[key])),
+                            "min": round(min(r[key])),
+                            "max": round(max(r[key])),
+                        }
+                        for key in ("b1", "batch")
+                    }
+                    figures["rows"].append({"dataset": name, "pipeline": label, **cell, "gain": round(gain, 2)})
                 cells = [f"{name} ({len(docs)} docs)", label, spread(r["b1"]), spread(r["batch"]), f"{gain:.2f}x", same]
                 print("| " + " | ".join(cells) + " |")
             a, b = rounds["flat_ner"], rounds["spaCy ner"]
@@ -209,23 +230,48 @@ def main() -> None:
             cost_1 = statistics.median(c["b1"]) / statistics.median(a["b1"]) - 1
             cost_n = statistics.median(c["batch"]) / statistics.median(a["batch"]) - 1
             print(f"| {name} | entity probabilities: extra time | {100 * cost_1:.1f}% | {100 * cost_n:.1f}% | | |")
+            figures["ratio"][name] = {"b1": round(ratio_1, 2), "batch": round(ratio_n, 2)}
+            figures["probabilities_cost_pct"][name] = {"b1": round(100 * cost_1, 1), "batch": round(100 * cost_n, 1)}
         share = decode_share(ours, texts("resume", "test")[: args.docs])
         print(f"\nCRF decoding: {100 * share:.1f}% of flat_ner's nlp.pipe time on Resume test.")
+        figures["decode_share_pct"] = round(100 * share, 1)
+        n = torch.get_num_threads()
+        title = (
+            f"Inference, {n} thread{'s' if n > 1 else ''}: flat_ner against spaCy's ner, batch 1 and {args.batch_size}"
+        )
+        setup = {"model": args.model, "batch_size": args.batch_size, "docs": args.docs, "repeats": args.repeats}
+        name = f"speed-{where}-inference-{n}-thread{'s' if n > 1 else ''}"
+        record(name, f"speed-{where}", title, figures, setup=setup, **saved)
     if "memory" in args.parts:
         print(f"\n| test set | flat_ner nlp.pipe batch {args.batch_size}: peak memory above the loaded pipeline |")
         print("|---|---|")
+        memory = []
         for name in ("resume", "msra"):
-            print(f"| {name} ({args.docs} docs) | {pipe_memory(args.model, name, args.batch_size, args.docs):.0f} MB |")
+            peak = pipe_memory(args.model, name, args.batch_size, args.docs)
+            memory.append({"dataset": name, "peak_mb": round(peak)})
+            print(f"| {name} ({args.docs} docs) | {peak:.0f} MB |")
+        title = f"Peak memory of nlp.pipe at batch {args.batch_size} over the loaded pipeline"
+        setup = {"model": args.model, "batch_size": args.batch_size, "docs": args.docs}
+        record(f"memory-pipe-batch{args.batch_size}", "memory", title, {"rows": memory}, setup=setup, **saved)
     if "training" in args.parts:
         print(f"\n| training, {args.batches} batches of 10 | pipeline | sentences/s | s/epoch |")
         print("|---|---|---|---|")
+        training: dict = {"rows": [], "ratio": {}}
         for name in ("resume", "msra"):
             rates = {}
             for label, nlp in (("flat_ner", flat("", name)), ("spaCy ner", spacy_ner(name))):
                 rates[label] = training_speed(nlp, name, args.batches)
                 epoch = TRAIN_SENTENCES[name] / rates[label]
                 print(f"| {name} ({TRAIN_SENTENCES[name]:,} sentences) | {label} | {rates[label]:.1f} | {epoch:.0f} |")
+                row = {"dataset": name, "pipeline": label, "sentences_per_s": round(rates[label], 1)}
+                training["rows"].append({**row, "s_per_epoch": round(epoch)})
             print(f"| {name} | **flat/spaCy** | {rates['flat_ner'] / rates['spaCy ner']:.2f}x | |")
+            training["ratio"][name] = round(rates["flat_ner"] / rates["spaCy ner"], 2)
+        n = torch.get_num_threads()
+        title = (
+            f"Training, {n} thread{'s' if n > 1 else ''}: {args.batches} updates of 10 sentences, against spaCy's ner"
+        )
+        record(f"speed-{where}-training", f"speed-{where}", title, training, setup={"batches": args.batches}, **saved)
     if "lattice" in args.parts:
         lat = lattice_speed()
         print(

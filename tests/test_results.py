@@ -1,0 +1,82 @@
+"""Benchmark figures come from their data: every result record is complete, BENCHMARKS.md and the
+README's result tables are what `benchmarks/render.py` makes of the records, and no number in a table
+of either document is missing from the records (a figure edited by hand fails here)."""
+
+import re
+import sys
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import render  # noqa: E402
+import results  # noqa: E402
+
+RECORDS = results.load_all()
+NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def table_rows(text: str) -> Iterator[Tuple[int, str]]:
+    """(line number, line) of every table row but the separator, outside HTML comments."""
+    in_comment = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if "<!--" in line and "-->" not in line:
+            in_comment = True
+        if "-->" in line:
+            in_comment = False
+            continue
+        if not in_comment and line.startswith("|") and not re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", line):
+            yield number, line
+
+
+def unknown_numbers(text: str, records: dict) -> List[str]:
+    """The numbers of text's tables that no record holds (at the table's precision)."""
+    known = set()
+    for value in results.numbers(records.values()):
+        for digits in range(5):
+            known.add((digits, round(abs(value), digits)))
+    missing = []
+    for number, line in table_rows(text):
+        for token in NUMBER.findall(line.replace("`", " ")):
+            token = token.rstrip(",")
+            digits = len(token.split(".")[1]) if "." in token else 0
+            if (digits, round(float(token.replace(",", "")), digits)) not in known:
+                missing.append(f"line {number}: {token} in {line[:90]}")
+    return missing
+
+
+@pytest.mark.parametrize("rid", sorted(RECORDS))
+def test_every_result_record_is_complete(rid):
+    record = RECORDS[rid]
+    assert record.get("id") == rid, "a record's id is its file name"
+    assert results.validate(record) == []
+
+
+def test_the_documents_are_what_their_data_renders():
+    assert render.main(["--check"]) == 0, "re-render with: python benchmarks/render.py"
+
+
+@pytest.mark.parametrize("name", ["README.md", "BENCHMARKS.md"])
+def test_every_number_in_a_table_comes_from_a_result_record(name):
+    text = (ROOT / name).read_text(encoding="utf8")
+    assert list(table_rows(text)), f"{name} has no table"
+    assert unknown_numbers(text, RECORDS) == []
+
+
+def test_a_figure_edited_by_hand_is_caught():
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
+    figure = "90.12 ± 0.39"
+    assert figure in text
+    edited = text.replace(figure, "90.31 ± 0.39", 1)
+    assert unknown_numbers(edited, RECORDS), "a number no record holds went unnoticed"
+    assert render.differences("BENCHMARKS.md", edited, text), "the check did not see the edit"
+
+
+def test_every_record_is_shown_somewhere():
+    """A record no table reads is a measurement nobody sees: place it in the template or delete it."""
+    benchmarks = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
+    unseen = [rid for rid in RECORDS if f"`{rid}`" not in benchmarks and not rid.startswith("reference-")]
+    assert unseen == []
