@@ -278,9 +278,10 @@ def write_records(args: argparse.Namespace, config: Path, ours: List[dict], peer
     label = "embedded defaults" if inputs == "defaults" else inputs.replace("+", " + ")
     dataset = {"msra": "MSRA"}.get(args.dataset, args.dataset.capitalize())
     common = {"dataset": args.dataset, "load_before": load, "gpu_id": args.gpu_id, "out_dir": args.results}
+    epochs = f"{args.epochs} epoch" + ("s" if args.epochs != 1 else "")
     if ours:
         seeds = "s" + "".join(str(s) for s in args.seeds)
-        title = f"{dataset}, {ARCHITECTURE_NAMES.get(arch, arch)}, {label}, {args.epochs} epochs"
+        title = f"{dataset}, {ARCHITECTURE_NAMES.get(arch, arch)}, {label}, {epochs}"
         title += "".join(f", {x}" for x in [*settings, *extras] if x)
         setup = {
             "architecture": ARCHITECTURE_NAMES.get(arch, arch),
@@ -296,7 +297,7 @@ def write_records(args: argparse.Namespace, config: Path, ours: List[dict], peer
         peer_seeds = args.peer_seeds or args.seeds
         rid = slug("accuracy", args.dataset, "spacy-ner", f"{args.epochs}ep", "s" + "".join(map(str, peer_seeds)))
         setup = {"architecture": "spaCy ner", "inputs": "no vectors", "epochs": args.epochs, "kind": "peer"}
-        title = f"{dataset}, spaCy's ner, {args.epochs} epochs"
+        title = f"{dataset}, spaCy's ner, {epochs}"
         record(rid, "accuracy", title, seeds_figures(peer), seeds=peer_seeds, setup=setup, **common)
 
 

@@ -179,7 +179,14 @@ HEADLINE: List[Tuple[str, Dict[str, str]]] = [
             "msra": "accuracy-msra-dcsan-wiki-words+own-bigrams-4ep-s012",
         },
     ),
-    ("Lattice LSTM, embedded defaults", {"resume": "accuracy-resume-lattice-lstm-defaults-30ep-s012"}),
+    (
+        "Lattice LSTM, embedded defaults",
+        {
+            "resume": "accuracy-resume-lattice-lstm-defaults-30ep-s012",
+            "weibo": "accuracy-weibo-lattice-lstm-defaults-30ep-s012",
+            "msra": "accuracy-msra-lattice-lstm-defaults-1ep-s012",
+        },
+    ),
     (
         "FLAT + m3e-small (4-layer transformer)",
         {
@@ -302,7 +309,10 @@ CHOICES = [
         "Lattice LSTM",
         "the recurrent baseline of the FLAT paper",
         "`configs/<dataset>_lattice_lstm.cfg`",
-        [("Resume", "accuracy-resume-lattice-lstm-defaults-30ep-s012")],
+        [
+            ("Resume", "accuracy-resume-lattice-lstm-defaults-30ep-s012"),
+            ("Weibo", "accuracy-weibo-lattice-lstm-defaults-30ep-s012"),
+        ],
     ),
     (
         "FLAT or DC-SAN on a transformer",

@@ -114,6 +114,8 @@ def machine(gpu_id: int = -1) -> str:
     where = f"{cpu or 'CPU'}, {os.cpu_count()} cores{memory}"
     if gpu_id >= 0:
         where = f"{torch.cuda.get_device_name(gpu_id)}; {where}"
+    elif not torch.cuda.is_available():
+        where += ", no GPU"
     return f"{where}; torch {torch.__version__}, spaCy {spacy.__version__}"
 
 
