@@ -152,7 +152,7 @@ def one_segment_per_group(monkeypatch: pytest.MonkeyPatch) -> List[int]:
 
 @pytest.fixture(scope="session")
 def trained_nlp() -> Language:
-    """Trained once per session; tests must not update it."""
+    """Trained once per test run; tests must not update it."""
     return build_small()
 
 

@@ -1,4 +1,4 @@
-"""The import rules of the package's folders (ARCHITECTURE.md), checked on the code's own imports.
+"""The import rules of the package's folders (docs/architecture.md), checked on the code's own imports.
 
 A module is held to the rules of the folder it lies in: a new file in `nn/` is
 checked as the torch side without being listed anywhere.

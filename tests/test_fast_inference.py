@@ -1,4 +1,4 @@
-"""Issue 17: the inference shortcuts change no prediction. The same trained
+"""The inference shortcuts change no prediction. The same trained
 pipeline predicts with every shortcut on, then with each undone (whole batches
 up to the attention budget, the last layer's word rows computed, fused position
 tables rebuilt per call, thinc's own predict, one CRF bucket per batch): the
