@@ -15,6 +15,12 @@ from typing import Any, Optional, Tuple
 
 import torch
 
+# exp's floor: torch's CPU exp takes a path ~10x slower for results below
+# float64's normal range (inputs under about -708, which every tag no allowed
+# move reaches produces at every step); e^-700 is as good as 0 against terms of
+# size ~1 and keeps exp on its fast path. Below float32's range on MPS anyway.
+FLOOR = -700.0
+
 
 def gold_score(
     emissions: torch.Tensor,
@@ -48,44 +54,50 @@ def forward_backward(
     last: torch.Tensor,
     backward: bool = True,
 ) -> Tuple[torch.Tensor, Optional[torch.Tensor], torch.Tensor]:
-    """Log forward and backward scores and log Z of each row, without autograd.
+    """Log forward scores α, log onward scores s + β and log Z of each row, without autograd.
 
-    The recursion of `ConstrainedCRF._log_partition` (and the backward one of
-    `posteriors.log_marginals`): a matrix product in probability space per
-    step, shifted by the step's best score, with `moves` = exp(transitions)
-    taken once (forbidden moves exact zeros) and probabilities clamped to the
-    smallest normal float before the log. Rows run on past their end through
-    zeroed padding; each row's backward pass starts at its own last character.
+    The recursion of `ConstrainedCRF._log_partition`: a matrix product in
+    probability space per step, shifted by the step's best score, with `moves`
+    = exp(transitions) taken once (forbidden moves exact zeros) and
+    probabilities clamped to the smallest normal float before the log. The
+    backward recursion is the same one on each row reversed within its own
+    length, with the moves transposed and the end scores to start from: both
+    run in one loop, as one batched product a step, since at these sizes a
+    step costs its few ops' dispatch rather than their arithmetic. Rows run on
+    past their end through zeroed padding; none is read there.
 
     scores (torch.Tensor): (batch, length, n_tags) emissions in the recursion's dtype, padding zeroed.
     moves (torch.Tensor): (n_tags, n_tags) exp(transitions).
     start, end (torch.Tensor): (n_tags,) start and end scores.
     last (torch.Tensor): (batch,) each row's last real position.
     backward (bool): Whether to run the backward recursion (None in its place if not).
-    RETURNS: alpha and beta (batch, length, n_tags) in log space, and log Z (batch,).
+    RETURNS: α and s + β (batch, length, n_tags) in log space, and log Z (batch,).
     """
     tiny = torch.finfo(scores.dtype).tiny
-    steps = scores.unbind(1)
-    alphas = [start[None] + steps[0]]
+    length, n_tags = scores.shape[1:]
+    positions = torch.arange(length, device=last.device)[None]
+    # Each row reversed within its length, its padding left in place; the map is its own inverse.
+    flip = torch.where(positions <= last[:, None], last[:, None] - positions, positions)[:, :, None].expand(
+        -1, -1, n_tags
+    )
+    if backward:
+        chains, first, matrices = torch.stack([scores, scores.gather(1, flip)]), [start, end], [moves, moves.t()]
+    else:
+        chains, first, matrices = scores[None], [start], [moves]
+    steps = chains.unbind(2)
+    pair_moves = torch.stack(matrices)
+    state = torch.stack(first)[:, None] + steps[0]
+    states = [state]
     for emitted in steps[1:]:
-        alphas.append(_step(alphas[-1], moves, tiny) + emitted)
-    alpha = torch.stack(alphas, 1)
-    final = alpha.gather(1, last[:, None, None].expand(-1, 1, alpha.shape[2]))[:, 0]
+        top = state.amax(2, keepdim=True)
+        shifted = (state - top).clamp_min_(FLOOR).exp_()
+        state = torch.bmm(shifted, pair_moves).clamp_min_(tiny).log_().add_(top).add_(emitted)
+        states.append(state)
+    runs = torch.stack(states, 2)
+    alpha = runs[0]
+    final = alpha.gather(1, last[:, None, None].expand(-1, 1, n_tags))[:, 0]
     log_z = torch.logsumexp(final + end[None], 1)
-    if not backward:
-        return alpha, None, log_z
-    ends = end[None].expand(scores.shape[0], -1)
-    betas = [ends]
-    for t in range(len(steps) - 2, -1, -1):
-        onward = _step(steps[t + 1] + betas[-1], moves.t(), tiny)
-        betas.append(torch.where((t >= last)[:, None], ends, onward))
-    return alpha, torch.stack(betas[::-1], 1), log_z
-
-
-def _step(previous: torch.Tensor, moves: torch.Tensor, tiny: float) -> torch.Tensor:
-    """log Σ_i exp(previous_i) moves[i, j] for each row and j, shifted by the row's best."""
-    top = previous.amax(1, keepdim=True)
-    return torch.mm((previous - top).exp(), moves).clamp_min(tiny).log() + top
+    return alpha, runs[1].gather(1, flip) if backward else None, log_z
 
 
 class NegLogLikelihood(torch.autograd.Function):
@@ -123,27 +135,30 @@ class NegLogLikelihood(torch.autograd.Function):
         last = mask.sum(1) - 1
         scores = emissions.to(wide)
         moves = transitions.to(wide).exp()
-        alpha, beta, log_z = forward_backward(
+        alpha, onward, log_z = forward_backward(
             scores, moves, start.to(wide), end.to(wide), last, backward=any(ctx.needs_input_grad[:4])
         )
         gold = gold_score(emissions, tags, mask, transitions, start, end, last)
         loss = (log_z.to(emissions.dtype) - gold).sum()
-        if beta is None:
+        if onward is None:
             return loss
         n_tags = moves.shape[0]
-        unary = (alpha + beta - log_z[:, None, None]).exp().masked_fill(~real, 0.0)
-        gold_hot = torch.zeros_like(unary).scatter_(2, tags[:, :, None], 1.0).masked_fill_(~real, 0.0)
+        # Tag marginals minus the gold one-hot, in place: at a few thousand
+        # characters each full (batch, length, tags) pass costs as much as a step.
+        d_emissions = (alpha + onward).sub_(scores).sub_(log_z[:, None, None]).clamp_min_(FLOOR).exp_()
+        d_emissions.scatter_add_(
+            2, tags[:, :, None], torch.full(tags[:, :, None].shape, -1.0, dtype=wide, device=tags.device)
+        )
+        d_emissions.masked_fill_(~real, 0.0)
         rows = torch.arange(len(last), device=last.device)
-        d_start = unary[:, 0] - gold_hot[:, 0]
-        d_end = unary[rows, last] - gold_hot[rows, last]
         counts = torch.zeros(n_tags * n_tags, dtype=wide, device=moves.device)
         counts.index_add_(0, (tags[:, :-1] * n_tags + tags[:, 1:]).flatten(), mask[:, 1:].flatten().to(wide))
-        d_transitions = pairwise(scores, moves, alpha, beta, log_z, mask) - counts.view(n_tags, n_tags)
+        d_transitions = pairwise(moves, alpha, onward, log_z, mask) - counts.view(n_tags, n_tags)
         ctx.save_for_backward(
-            (unary - gold_hot).to(emissions.dtype),
+            d_emissions.to(emissions.dtype),
             d_transitions.to(transitions.dtype),
-            d_start.sum(0).to(start.dtype),
-            d_end.sum(0).to(end.dtype),
+            d_emissions[:, 0].sum(0).to(start.dtype),
+            d_emissions[rows, last].sum(0).to(end.dtype),
         )
         return loss
 
@@ -155,12 +170,7 @@ class NegLogLikelihood(torch.autograd.Function):
 
 
 def pairwise(
-    scores: torch.Tensor,
-    moves: torch.Tensor,
-    alpha: torch.Tensor,
-    beta: torch.Tensor,
-    log_z: torch.Tensor,
-    mask: torch.Tensor,
+    moves: torch.Tensor, alpha: torch.Tensor, onward: torch.Tensor, log_z: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
     """Σ over rows and real steps t ≥ 1 of p(y_{t-1} = i, y_t = j), (n_tags, n_tags).
 
@@ -171,9 +181,9 @@ def pairwise(
     that a forbidden pair (moves 0) cannot sum to inf and give inf · 0 = NaN.
     """
     n_tags = moves.shape[0]
-    onward = scores[:, 1:] + beta[:, 1:]
+    onward = onward[:, 1:]
     top = onward.amax(2, keepdim=True)
-    right = (onward - top).exp()
-    cap = math.log(torch.finfo(scores.dtype).max) - math.log(max(1, right.shape[0] * right.shape[1])) - 1.0
-    left = (alpha[:, :-1] + top - log_z[:, None, None]).clamp_max(cap).exp().masked_fill(~mask[:, 1:, None], 0.0)
+    right = (onward - top).clamp_min_(FLOOR).exp_()
+    cap = math.log(torch.finfo(alpha.dtype).max) - math.log(max(1, right.shape[0] * right.shape[1])) - 1.0
+    left = (alpha[:, :-1] + top - log_z[:, None, None]).clamp_(FLOOR, cap).exp_().masked_fill_(~mask[:, 1:, None], 0.0)
     return moves * (left.reshape(-1, n_tags).t() @ right.reshape(-1, n_tags))
