@@ -7,6 +7,7 @@ import torch
 from torch import nn
 from torchcrf import CRF
 
+from .crf_likelihood import NegLogLikelihood, gold_score
 from .marginals import forward_backward
 from .packed import viterbi_paths
 from .span_marginals import span_probabilities
@@ -77,13 +78,14 @@ class ConstrainedCRF(CRF):
         """Summed negative log-likelihood of `tags`: the same value and gradients
         as pytorch-crf's `CRF.forward(..., reduction="sum")`, negated, at a
         fraction of the cost. pytorch-crf loops over the characters for the
-        gold-path score too, re-reads the masked transitions at every step
-        (here a `masked_fill` each time), masks every step with `torch.where`
-        and takes a logsumexp over mostly forbidden moves; those per-step ops
-        were the largest single part of a Resume training step (24%,
+        gold-path score too, re-reads the masked transitions at every step and
+        masks every step with `torch.where`; those per-step ops were the largest
+        single part of a Resume training step (24%,
         `benchmarks/profile_training.py`). Here the gold path is scored in one
-        gather, and the forward algorithm (`_log_partition`) runs on unmasked
-        steps, each row's result picked at its own last character.
+        gather, and log Z and every gradient come from one forward-backward
+        pass without autograd (`crf_likelihood.NegLogLikelihood`): recorded
+        step by step, the forward algorithm (`_log_partition`, still the
+        reference) left ~1,000 small autograd nodes to a training batch.
 
         emissions (torch.Tensor): (batch, length, n_tags) scores.
         tags (torch.Tensor): (batch, length) gold tag ids; padding may hold any valid id.
@@ -91,36 +93,19 @@ class ConstrainedCRF(CRF):
         RETURNS (torch.Tensor): The scalar loss.
         """
         # No float16 even under mixed precision: the scores are float32 and the
-        # forward algorithm float64 (see `_log_partition`).
+        # forward-backward float64 (see `_log_partition`).
         # Padding is zeroed: the recursion runs through it, and a NaN or inf there
-        # would reach the real characters' gradients through the backward.
+        # would reach the real characters' gradients.
         with torch.autocast(device_type=emissions.device.type, enabled=False):
             emissions = emissions.float().masked_fill(~mask[:, :, None], 0.0)
-            transitions = self.transitions
-            start = self.start_transitions
-            end = self.end_transitions
-            last = mask.sum(1) - 1  # (batch,)
-            return (
-                self._log_partition(emissions, transitions, start, end, last)
-                - self._gold_score(emissions, tags, mask, transitions, start, end, last)
-            ).sum()
+            wide = recursion_dtype(emissions.device)
+            loss = NegLogLikelihood.apply(
+                emissions, self.transitions, self.start_transitions, self.end_transitions, tags, mask, wide
+            )
+            return loss
 
-    @staticmethod
-    def _gold_score(
-        emissions: torch.Tensor,
-        tags: torch.Tensor,
-        mask: torch.Tensor,
-        transitions: torch.Tensor,
-        start: torch.Tensor,
-        end: torch.Tensor,
-        last: torch.Tensor,
-    ) -> torch.Tensor:
-        """Score of each row's gold path, (batch,)."""
-        weight = mask.to(emissions.dtype)
-        emitted = emissions.gather(2, tags[:, :, None])[:, :, 0]
-        moved = transitions[tags[:, :-1], tags[:, 1:]]
-        last_tags = tags.gather(1, last[:, None])[:, 0]
-        return start[tags[:, 0]] + (emitted * weight).sum(1) + (moved * weight[:, 1:]).sum(1) + end[last_tags]
+    # Scores of given paths under autograd (`top_paths.top_paths_loss` reads them).
+    _gold_score = staticmethod(gold_score)
 
     @staticmethod
     def _log_partition(
