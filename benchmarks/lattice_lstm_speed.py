@@ -15,6 +15,7 @@ rounds, one torch thread:
 """
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import examples, load_average, machine, train_split
 from family import from_config
 from released_lattice_lstm import ReleasedLatticeLstm, sentences_of, train_rate
+from results import record, results_option
 
 
 def sentences_per_second(nlp: Language, batches: List[List[Example]]) -> float:
@@ -42,10 +44,16 @@ def sentences_per_second(nlp: Language, batches: List[List[Example]]) -> float:
     return sum(len(batch) for batch in batches) / (time.perf_counter() - start)
 
 
-def config_batches(nlp: Language, egs: List[Example]) -> List[List[Example]]:
+def config_batches(nlp: Language, egs: List[Example], size: int = 0) -> List[List[Example]]:
     """`egs` in the batches the config's `[training.batcher]` makes (sentences of like
-    length together), in a fixed shuffled order as training would see them."""
-    batcher = registry.resolve({"batcher": nlp.config["training"]["batcher"]})["batcher"]
+    length together), in a fixed shuffled order as training would see them.
+
+    size (int): The batcher's `size` in its place (0: the config's).
+    """
+    settings = dict(nlp.config["training"]["batcher"])
+    if size:
+        settings["size"] = size
+    batcher = registry.resolve({"batcher": settings})["batcher"]
     batches = [list(batch) for batch in batcher(egs)]
     random.Random(0).shuffle(batches)
     return batches
@@ -73,8 +81,13 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=10, help="sentences a step when batched")
+    parser.add_argument(
+        "--sizes", type=int, nargs="*", default=[], help="also the config's batcher with these `size`s (padded chars)"
+    )
+    results_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
+    load = os.getloadavg()[0]
     print(f"Machine: {machine()}; {load_average()} (before)")
     nlp = from_config(f"{args.dataset}_lattice_lstm.cfg", args.dataset)
     every = examples(nlp, args.dataset, train_split(args.dataset))
@@ -86,6 +99,8 @@ def main() -> None:
         f"batches of {args.batch} in reading order": [egs[i : i + args.batch] for i in range(0, len(egs), args.batch)],
         "the config's batcher (like lengths together)": config_batches(nlp, egs),
     }
+    for size in args.sizes:
+        ways[f"the config's batcher at size {size}"] = config_batches(nlp, egs, size)
     released: List[float] = []
     rates: Dict[str, List[float]] = {name: [] for name in ways}
     for _ in range(args.rounds):
@@ -98,11 +113,41 @@ def main() -> None:
     print("| Lattice LSTM training | sentences/s (median) | range | against the released design |")
     print("|---|---|---|---|")
     rows = [("the released design, one sentence a step", released)]
-    rows += [(f"spacy-flat, {name}", found) for name, found in rates.items()]
+    for name, found in rates.items():
+        mean = statistics.mean(len(batch) for batch in ways[name])
+        rows.append((f"spacy-flat, {name}" + (f", {mean:.1f} sentences a batch" if mean > 1 else ""), found))
     for label, found in rows:
         median = statistics.median(found)
         print(f"| {label} | {median:.1f} | {min(found):.1f}–{max(found):.1f} | {median / base:.2f}x |")
     print(f"\nThe config's batches: {len(sizes)}, {statistics.mean(sizes):.1f} sentences on average.")
+    figures = {
+        "rows": [
+            {
+                "mode": label,
+                "sentences_per_s": {
+                    "median": round(statistics.median(found), 1),
+                    "min": round(min(found), 1),
+                    "max": round(max(found), 1),
+                },
+                "against_released": round(statistics.median(found) / base, 2),
+            }
+            for label, found in rows
+        ],
+        "baseline": rows[0][0],
+        "ratio": round(statistics.median(rates["the config's batcher (like lengths together)"]) / base, 2),
+        "batch_mean": round(statistics.mean(sizes), 1),
+    }
+    title = f"Lattice LSTM training, {len(egs)} {args.dataset} sentences: against the released design"
+    record(
+        f"speed-cpu-lattice-lstm-training-{args.dataset}",
+        "speed-cpu",
+        title,
+        figures,
+        dataset=args.dataset,
+        setup={"sentences": len(egs), "rounds": args.rounds},
+        load_before=load,
+        out_dir=args.results,
+    )
 
 
 if __name__ == "__main__":
