@@ -239,7 +239,7 @@ ARCHITECTURE_NAMES = {
     "dcsan": "DC-SAN",
     "tener": "TENER",
     "lattice-lstm": "Lattice LSTM",
-    "news": "FLAT",
+    "news": "DC-SAN",
 }
 
 

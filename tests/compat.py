@@ -135,7 +135,19 @@ def config_overrides(name: str, corpus: Path) -> dict:
         overrides["paths.transformer"] = str(TINY_BERT)
     if name == "msra_news.cfg":
         overrides["paths.word_vectors"] = str(WORD_VECTORS)
+        overrides["paths.bigram_vectors"] = str(tiny_bigram_table(corpus.parent / "bigrams.vec"))
     return overrides
+
+
+def tiny_bigram_table(path: Path) -> Path:
+    """A word2vec file of the tiny corpus's bigrams with fixed random 50-wide vectors,
+    standing in for the bigram table `pretrain-vectors` writes."""
+    bigrams = sorted({r["text"][i : i + 2] for r in tiny_records() for i in range(len(r["text"]) - 1)})
+    bigrams = [b for b in bigrams if not any(c.isspace() for c in b)]
+    vectors = numpy.random.RandomState(0).uniform(-1, 1, (len(bigrams), 50))
+    rows = [f"{b} " + " ".join(f"{v:.4f}" for v in row) for b, row in zip(bigrams, vectors)]
+    path.write_text(f"{len(rows)} 50\n" + "\n".join(rows) + "\n", encoding="utf8")
+    return path
 
 
 def train_losses(name: str, workdir: Path) -> List[float]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import List, Tuple, Union
 
 import pytest
+import spacy
 import srsly
 
 from spacy_flat.cli.project_assets import md5sum
@@ -62,8 +63,9 @@ def test_project_all_on_a_slice(tmp_path: Path):
 
 @needs_shared
 def test_project_news_on_a_slice(tmp_path: Path):
-    """The general-purpose news pipeline's workflow: MSRA with the word2vec
-    lexicon, trained for two steps, evaluated and packaged."""
+    """The general-purpose news pipeline's workflow: MSRA converted with readable labels, the bigram
+    table pretrained on slices of the raw corpora (MSRA's dev and test held back), DC-SAN with the
+    word2vec lexicon and that table trained for two steps, evaluated and packaged."""
     project = tmp_path / "project"
     project.mkdir()
     shutil.copy(ROOT / "project.yml", project)
@@ -73,19 +75,35 @@ def test_project_news_on_a_slice(tmp_path: Path):
         head_sentences(
             SHARED / "data" / "msra" / f"{name}.char.bmes", project / "assets" / "msra" / f"{name}.char.bmes", 20
         )
+    (project / "assets" / "corpora").mkdir()
+    for src in sorted((SHARED / "corpora").iterdir()):
+        _corpus_slice(src, project / "assets" / "corpora" / src.name, 3 if "jsonl" in src.name else 400)
     (project / "assets" / "vectors").mkdir()
     (project / "assets" / "vectors" / "words.vector").symlink_to(SHARED / "vectors/synonyms-wiki-w2v-100d/words.vector")
     run_workflow(
         project,
         "news",
-        "assets/msra/",
+        ("assets/msra/", "assets/corpora/"),
         ["--vars.train_override=training.max_steps=2", "--vars.msra_dev_sentences=5"],
     )
-    assert json.loads((project / "metrics" / "news" / "scores.json").read_text(encoding="utf8"))["ents_per_type"]
+    labels = {"PER", "LOC", "ORG"}
+    report = json.loads((project / "training" / "pretrained" / "msra" / "report.json").read_text(encoding="utf8"))
+    assert report["stages"]["sentences"]["held_back_sentences"] > 0
+    scores = json.loads((project / "metrics" / "news" / "scores.json").read_text(encoding="utf8"))
+    assert set(scores["ents_per_type"]) == labels
     (wheel,) = (project / "packages").glob("zh_flat_news-*/dist/*.whl")
     assert _wheel_requires_flat(wheel)
-    cfg = json.loads((project / "training" / "news" / "model-best" / "flat_ner" / "cfg.json").read_text())
+    model = project / "training" / "news" / "model-best"
+    assert list((project / "training" / "news" / "checkpoints").glob("step-*"))
+    cfg = json.loads((model / "flat_ner" / "cfg.json").read_text())
     assert cfg["boundaries"] and not cfg["boundaries"]["sentence_end_inside"]
+    # The pipeline holds its lexicon and bigram table: it loads without the files it was trained from.
+    shutil.rmtree(project / "training" / "pretrained")
+    (project / "assets" / "vectors" / "words.vector").unlink()
+    nlp = spacy.load(model)
+    config = nlp.config["components"]["flat_ner"]["model"]
+    assert config["@architectures"] == "spacy-flat.DcsanTagger.v1" and config["bigram_vectors"]
+    assert set(nlp.get_pipe("flat_ner").labels) == labels
 
 
 def _corpus_slice(src: Path, dest: Path, lines: int) -> None:
