@@ -5,22 +5,27 @@ a run on N machines would do, from those figures. Run it on a quiet machine:
 
     python benchmarks/annotate_speed.py training/calib/msra/model-best --chars 1000000
     python benchmarks/annotate_speed.py configs/msra.cfg --chars 1000000   # initialized from the config, untrained
+
+It also writes the table's result record, annotation-throughput (benchmarks/results.py;
+`annotation_figures` builds its figures; --results DIR: elsewhere).
 """
 
 import argparse
 import json
+import os
 import resource
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List, Optional
 
 import spacy
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import examples, load_average, machine, require_quiet, texts
+from results import record, results_option
 
 from spacy_flat.annotation.local import AnnotateSettings, annotate
 from spacy_flat.annotation.records import ReadReport, RecordFormat, read_records
@@ -57,6 +62,59 @@ def initialized(config_path: Path, out: Path) -> str:
     return str(out)
 
 
+def annotation_figures(
+    read_rate: float,
+    pipe_rate: float,
+    threads: int,
+    local: Dict[int, Dict[str, float]],
+    ray: Dict[int, Dict[str, float]],
+    startup_s: float,
+    chars: int,
+    documents: int,
+) -> Dict[str, Any]:
+    """The figures of annotation-throughput, as render.py's annotation table reads them.
+
+    read_rate, pipe_rate: chars/s of reading the records alone and of nlp.pipe alone; local, ray: processes
+    (actors) -> {"chars_per_s", "peak_mb"} (peak_mb: this process's with one process, a worker's with more);
+    startup_s: ray.init's seconds.
+    """
+
+    def row(run: str, rate: float, peak: Optional[float], note: str = "") -> Dict[str, Any]:
+        out: Dict[str, Any] = {
+            "run": run,
+            "chars_per_s": round(rate),
+            "peak_mb": None if peak is None or peak != peak else round(peak),
+        }
+        if note:
+            out["memory_note"] = note
+        return out
+
+    rows = [
+        row("reading and checking records alone (one pass)", read_rate, None),
+        row(f"nlp.pipe alone, one process (torch's {threads} thread{'s' if threads > 1 else ''})", pipe_rate, None),
+    ]
+    for n, r in local.items():
+        rows.append(
+            row(
+                f"local engine, {n} process{'es' if n > 1 else ''}",
+                r["chars_per_s"],
+                r["peak_mb"],
+                "a worker" * (n > 1),
+            )
+        )
+    for n, r in ray.items():
+        rows.append(
+            row(f"Ray engine, {n} actor{'s' if n > 1 else ''}", r["chars_per_s"], r["peak_mb"], "an actor" * (n > 1))
+        )
+    figures: Dict[str, Any] = {"rows": rows, "ray_startup_s": round(startup_s, 1)}
+    if ray and local:
+        most = max(ray)
+        figures["ray_over_local"] = round(ray[most]["chars_per_s"] / local[min(local)]["chars_per_s"], 2)
+        figures["per_actor_core"] = round(ray[most]["chars_per_s"] / most)
+    figures.update({"chars": chars, "documents": documents})
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model", help="a pipeline, or a config (.cfg) to initialize one from, untrained")
@@ -64,7 +122,11 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--shard-size", type=int, default=10_000)
     parser.add_argument("--allow-busy", action="store_true")
+    results_option(parser)
     args = parser.parse_args()
+    load = round(os.getloadavg()[0], 2)
+    untrained = args.model.endswith(".cfg")
+    config_name = args.model
     require_quiet(args.allow_busy)
     print(f"Machine: {machine()}; before: {load_average()}\n")
     sentences = texts("msra", "test")
@@ -79,6 +141,8 @@ def main() -> None:
     source.write_text("\n".join(docs) + "\n", encoding="utf8")
     print(f"{len(docs):,} documents, {chars:,} characters (MSRA test repeated)\n")
     rows = []
+    local: Dict[int, Dict[str, float]] = {}
+    on_ray: Dict[int, Dict[str, float]] = {}
 
     start = time.perf_counter()
     n_read = sum(1 for _ in read_records([source], RecordFormat(), ReadReport()))
@@ -90,7 +154,8 @@ def main() -> None:
     start = time.perf_counter()
     for _ in nlp.pipe(docs, batch_size=args.batch_size):
         pass
-    rows.append(("nlp.pipe alone, one process", chars / (time.perf_counter() - start), "", ""))
+    pipe_rate = chars / (time.perf_counter() - start)
+    rows.append(("nlp.pipe alone, one process", pipe_rate, "", ""))
 
     for n_process in (1, 2):
         settings = AnnotateSettings(args.batch_size, n_process, args.shard_size, progress=False)
@@ -98,6 +163,10 @@ def main() -> None:
         children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         peak = f"{children:.0f} MB a worker" if n_process > 1 else f"{own:.0f} MB (this process)"
+        local[n_process] = {
+            "chars_per_s": summary["characters_per_second"],
+            "peak_mb": children if n_process > 1 else own,
+        }
         rows.append((f"local engine, {n_process} process(es)", summary["characters_per_second"], peak, ""))
 
     import ray
@@ -117,6 +186,7 @@ def main() -> None:
         stop.set()
         sampler.join()
         per_worker = max(peaks.values()) if peaks else float("nan")
+        on_ray[actors] = {"chars_per_s": summary["characters_per_second"], "peak_mb": per_worker}
         note = "both reading passes, actor pool start and pipeline load included"
         rows.append((f"Ray engine, {actors} actor(s)", summary["characters_per_second"], f"{per_worker:.0f} MB", note))
     ray.shutdown()
@@ -131,6 +201,35 @@ def main() -> None:
     print(f"\nRay start-up (ray.init of a local 2-CPU Ray): {startup:.1f} s. Ray output equals the local: {same}.")
     print(json.dumps({"rows": rows, "ray_startup_s": startup, "chars": chars}))
     print(f"\nAfter: {load_average()}")
+    figures = annotation_figures(chars / read_s, pipe_rate, torch_threads(), local, on_ray, startup, chars, len(docs))
+    title = (
+        f"annotate on MSRA test repeated to {chars:,} characters ({len(docs):,} documents), "
+        f"shards of {args.shard_size:,}, batch {args.batch_size}"
+    )
+    notes = "Ray's rows include both reading passes, Ray Data's start and the pipeline's load."
+    if untrained:
+        notes = (
+            f"The pipeline is {config_name} initialized, not trained: the same size as a trained one, "
+            f"so the same work a character. {notes}"
+        )
+    setup = {"model": config_name, "batch_size": args.batch_size, "shard_size": args.shard_size}
+    record(
+        "annotation-throughput",
+        "annotation",
+        title,
+        figures,
+        dataset="msra",
+        setup=setup,
+        load_before=load,
+        notes=notes,
+        out_dir=args.results,
+    )
+
+
+def torch_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
 
 
 if __name__ == "__main__":

@@ -10,15 +10,19 @@ previous checkpoint's.
 
     python benchmarks/checkpoint_cost.py                      # resume.cfg and msra.cfg
     python benchmarks/checkpoint_cost.py --configs msra_dcsan.cfg --writes 7
+
+It also writes the table's result record, training-cost-checkpoints (benchmarks/results.py;
+`checkpoint_figures` builds its figures; --results DIR: elsewhere).
 """
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Any, Dict, List, Sequence
 
 import spacy
 from spacy.tokens import DocBin
@@ -27,6 +31,7 @@ from spacy.util import load_config
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import ROOT, load_average, machine, markdown_table, splits
+from results import record, results_option
 
 from spacy_flat.training.checkpoints import CheckpointStore, verify
 from spacy_flat.training.fingerprint import fingerprint
@@ -83,17 +88,40 @@ def measure(config_name: str, writes: int, warm_steps: int, workdir: Path) -> Di
     }
 
 
+def checkpoint_figures(measured: Dict[str, Dict[str, float]]) -> Dict[str, Any]:
+    """The figures of training-cost-checkpoints, as render.py's checkpoints table reads them.
+
+    measured: config name -> `measure`'s result (median, min, max, verify, mb, new_mb, steps).
+    """
+    rows = [
+        {
+            "config": name,
+            "write_s": {"median": round(r["median"], 2), "min": round(r["min"], 2), "max": round(r["max"], 2)},
+            "verify_s": round(r["verify"], 2),
+            "files_mb": round(r["mb"], 1),
+            "new_mb": round(r["new_mb"], 1),
+            "steps": int(r["steps"]),
+        }
+        for name, r in measured.items()
+    ]
+    return {"rows": rows}
+
+
 def main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--configs", nargs="+", default=["resume.cfg", "msra.cfg"])
     parser.add_argument("--writes", type=int, default=5, help="checkpoints written per config (median taken)")
     parser.add_argument("--warm-steps", type=int, default=2, help="steps trained before the first checkpoint")
+    results_option(parser)
     args = parser.parse_args(argv)
+    load = round(os.getloadavg()[0], 2)
     print(f"{machine()}; {load_average()} at the start", flush=True)
     rows = []
+    measured: Dict[str, Dict[str, float]] = {}
     with tempfile.TemporaryDirectory(dir=ROOT / "corpus") as tmp:
         for name in args.configs:
             result = measure(name, args.writes, args.warm_steps, Path(tmp))
+            measured[name] = result
             rows.append(
                 [
                     name,
@@ -108,6 +136,18 @@ def main(argv: Sequence[str]) -> None:
             print(f"{name}: done; {load_average()}", flush=True)
     print(markdown_table(COLUMNS, rows))
     print(f"{load_average()} at the end; {args.writes} checkpoints per config, one training step between them")
+    title = "What a checkpoint of python -m spacy_flat train costs"
+    setup = {"writes": args.writes, "warm_steps": args.warm_steps}
+    figures = checkpoint_figures(measured)
+    record(
+        "training-cost-checkpoints",
+        "training-cost",
+        title,
+        figures,
+        setup=setup,
+        load_before=load,
+        out_dir=args.results,
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,21 @@ checkpoints in OUTPUT, so the same command run again goes on from where it stopp
     python benchmarks/distillation.py weibo --teachers training/trf/weibo0/model-best \\
         --student-config weibo_dcsan.cfg --epochs 10 --seeds 0 1 2 --output training/distill/weibo \\
         --raw ../shared/corpora/smp2020-ewect_usual_eval_labeled.json.xz --json-field content
+
+Each row is also written as a result record of question "accuracy" (benchmarks/results.py; --results DIR:
+elsewhere), one record a row, so that each carries accuracy's figures (test_f1 {mean[, sd], per_seed},
+dev_f1, and for students train_s and test_chars_per_s as accuracy.seeds_figures makes them). The records of
+one run share `setup.distillation`, the run's name GROUP = DATASET-STUDENT_CONFIG-Nep-sSEEDS, and are named
+accuracy-distillation-GROUP-ROW, ROW one of teacher0, teacher1, ..., ensemble, gold, soft, silver. Their setup:
+
+    distillation  GROUP: a students table gathers the records that share it
+    kind          "teacher", "ensemble" or "student" (the table's order: teachers, ensemble, students)
+    row           the table's model cell ("teacher: PATH", "ensemble of 2 (mean marginals)", "student X.cfg: soft")
+    variant       the student's: "gold", "soft" or "silver" (null for teachers and the ensemble)
+    architecture, inputs, epochs   as accuracy.py's records (the student's config; "teacher" / "ensemble")
+    teachers, soft_weight, temperature, silver_ratio   the distillation's settings
+
+`distillation_records` builds them from the measured numbers.
 """
 
 import argparse
@@ -22,7 +37,7 @@ import os
 import statistics
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -33,8 +48,9 @@ from spacy.tokens import DocBin
 from thinc.api import Config
 
 sys.path.insert(0, str(Path(__file__).parent))
-from accuracy import PAPER, input_overrides, run
+from accuracy import ARCHITECTURE_NAMES, PAPER, input_overrides, run, seeds_figures
 from common import ROOT, load_average, machine, markdown_table, splits
+from results import record, results_option, slug
 
 from spacy_flat.cli.evaluate import evaluate
 from spacy_flat.cli.schedule import schedule_for
@@ -96,12 +112,76 @@ def make_silver(teacher: object, data: Dict[str, Path], args: argparse.Namespace
     return path
 
 
-def teacher_rows(members: List[PipelineTeacher], paths: List[str], data: Dict[str, Path], out: Path) -> List[List[str]]:
+Row = Tuple[str, List[int], Dict[str, Any], Dict[str, Any]]
+
+
+def distillation_records(
+    dataset: str,
+    student_config: str,
+    epochs: int,
+    seeds: Sequence[int],
+    settings: Dict[str, Any],
+    teachers: List[Dict[str, Any]],
+    ensemble_f1: Optional[float],
+    students: Dict[str, List[dict]],
+    inputs: Sequence[str] = (),
+) -> List[Row]:
+    """(id, seeds, setup, figures) of each row's record (the shape in this module's docstring).
+
+    teachers: {"path", "test_f", "dev_f", "chars_per_s"} each; ensemble_f1: the ensemble's test F1 (None
+    with one teacher); students: variant -> accuracy.run's results over the seeds; settings: teachers,
+    soft_weight, temperature, silver_ratio.
+    """
+    stem = Path(student_config).stem
+    arch = slug(stem.split("_", 1)[1]) if "_" in stem else "flat"
+    group = slug(dataset, stem, f"{epochs}ep", "s" + "".join(map(str, seeds)))
+    label = " + ".join(inputs) if inputs else "embedded defaults"
+    common = {"distillation": group, "epochs": epochs, **settings}
+    out: List[Row] = []
+    for k, t in enumerate(teachers):
+        figures = {
+            "test_f1": {"mean": round(t["test_f"], 2)},
+            "dev_f1": {"mean": round(t["dev_f"], 2)},
+            "test_chars_per_s": {"median": round(t["chars_per_s"])},
+        }
+        setup = {**common, "kind": "teacher", "row": f"teacher: {t['path']}", "variant": None}
+        out.append((f"accuracy-distillation-{group}-teacher{k}", [], {**setup, "architecture": "teacher"}, figures))
+    if ensemble_f1 is not None:
+        row = f"ensemble of {len(teachers)} (mean marginals)"
+        setup = {**common, "kind": "ensemble", "row": row, "variant": None, "architecture": "ensemble"}
+        figures = {"test_f1": {"mean": round(ensemble_f1, 2)}}
+        out.append((f"accuracy-distillation-{group}-ensemble", [], setup, figures))
+    for variant, results in students.items():
+        setup = {
+            **common,
+            "kind": "student",
+            "row": f"student {Path(student_config).name}: {variant}",
+            "variant": variant,
+            "architecture": ARCHITECTURE_NAMES.get(arch, arch),
+            "inputs": label,
+        }
+        out.append((f"accuracy-distillation-{group}-{variant}", list(seeds), setup, seeds_figures(results)))
+    return out
+
+
+def teacher_rows(
+    members: List[PipelineTeacher],
+    paths: List[str],
+    data: Dict[str, Path],
+    out: Path,
+    measured: Optional[Dict[str, Any]] = None,
+) -> List[List[str]]:
+    """The teachers' and the ensemble's table rows; their figures go into `measured` ("teachers", "ensemble")."""
+    measured = {} if measured is None else measured
+    measured.setdefault("teachers", [])
     rows = []
     for k, path in enumerate(paths):
         scores = evaluate(path, data["test"], out / f"teacher{k}-metrics")
         dev = json.loads((Path(path) / "meta.json").read_text())["performance"].get("ents_f", 0.0)
         speed = scores["speed"]["chars_per_second"]
+        measured["teachers"].append(
+            {"path": path, "test_f": 100 * scores["ents_f"], "dev_f": 100 * dev, "chars_per_s": speed}
+        )
         rows.append([f"teacher: {path}", f"{100 * scores['ents_f']:.2f}", f"{100 * dev:.2f}", "1", f"{speed:,.0f}", ""])
     if len(members) > 1:
         ensemble = EnsembleTeacher(members)
@@ -114,6 +194,7 @@ def teacher_rows(members: List[PipelineTeacher], paths: List[str], data: Dict[st
                 eg.predicted.char_span(s, e, label=label, alignment_mode="expand") for s, e, label, _ in spans
             ]
         f1 = score_char_entities(examples)["ents_f"]
+        measured["ensemble"] = 100 * f1
         rows.append([f"ensemble of {len(members)} (mean marginals)", f"{100 * f1:.2f}", "", "1", "", ""])
     return rows
 
@@ -150,14 +231,18 @@ def main() -> None:
     parser.add_argument("--silver-ratio", type=float, default=1.0)
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON", help="more config overrides")
+    results_option(parser)
     args = parser.parse_args()
+    load = round(os.getloadavg()[0], 2)
     torch.set_num_threads(1)
     data = splits(args.dataset)
     base = ROOT / "configs" / (args.student_config or f"{args.dataset}.cfg")
     settings = DistillationSettings(list(args.teachers), soft_weight=args.soft_weight, temperature=args.temperature)
     members = [PipelineTeacher.from_disk(path, temperature=args.temperature) for path in args.teachers]
     teacher = members[0] if len(members) == 1 else EnsembleTeacher(members)
-    rows = teacher_rows(members, list(args.teachers), data, args.output)
+    measured: Dict[str, Any] = {}
+    students: Dict[str, List[dict]] = {}
+    rows = teacher_rows(members, list(args.teachers), data, args.output, measured)
     silver = make_silver(teacher, data, args, args.output) if "silver" in args.variants else None
     extra = {
         **schedule_for(base, data["train"], args.epochs),
@@ -174,12 +259,43 @@ def main() -> None:
             for s in args.seeds
         ]
         rows.append(seeds_row(f"student {base.name}: {variant}", results))
+        students[variant] = results
     print(f"Machine: {machine()}; {load_average()}\n")
     print(
         f"Dataset: {args.dataset}, students {args.epochs} epochs, seeds {args.seeds}, soft weight "
         f"{args.soft_weight}, temperature {args.temperature}, silver ratio {args.silver_ratio}\n"
     )
     print(markdown_table(COLUMNS, rows))
+    settings_figures = {
+        "teachers": list(args.teachers),
+        "soft_weight": args.soft_weight,
+        "temperature": args.temperature,
+        "silver_ratio": args.silver_ratio,
+    }
+    made = distillation_records(
+        args.dataset,
+        base.name,
+        args.epochs,
+        args.seeds,
+        settings_figures,
+        measured["teachers"],
+        measured.get("ensemble"),
+        students,
+        args.inputs,
+    )
+    for rid, seeds, setup, figures in made:
+        title = f"{args.dataset.capitalize() if args.dataset != 'msra' else 'MSRA'}, distillation: {setup['row']}"
+        record(
+            rid,
+            "accuracy",
+            title,
+            figures,
+            dataset=args.dataset,
+            seeds=seeds,
+            setup=setup,
+            load_before=load,
+            out_dir=args.results,
+        )
 
 
 if __name__ == "__main__":

@@ -15,14 +15,20 @@ machine, one thread and two:
 On a GPU every pipeline runs there (spacy.require_gpu) and cupy allocates through
 PyTorch, so a training step's peak memory is torch.cuda.max_memory_allocated for
 all of them, spaCy's `ner` included.
+
+A run of every part over Resume and MSRA also writes the table's result record (benchmarks/results.py):
+speed-cpu-family, or speed-gpu-family with --gpu-id (`family_figures` builds its figures; --results DIR:
+elsewhere). A run of fewer parts or datasets prints its figures and writes no record, since the table needs
+them all.
 """
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict, List, Optional
 
 import spacy
 import torch
@@ -40,6 +46,7 @@ from common import (
     texts,
     train_split,
 )
+from results import record, results_option
 from speed import TRAIN_SENTENCES, inference, spacy_ner, spread, training_speed
 
 ARCHITECTURES = {
@@ -101,6 +108,104 @@ def measure_step(name: str, length: int = 300, rows: int = 10, gpu: bool = False
     return peak_rss_mb() - base
 
 
+Rounds = Dict[str, Dict[str, Dict[str, List[float]]]]
+
+
+def _cell(values: List[float]) -> Dict[str, int]:
+    return {"median": round(statistics.median(values)), "min": round(min(values)), "max": round(max(values))}
+
+
+def family_figures(
+    rounds: Rounds, rates: Dict[str, Dict[str, float]], memory: Dict[str, float], gpu: bool = False
+) -> Dict[str, Any]:
+    """The figures of speed-cpu-family (gpu: speed-gpu-family), as render.py's family tables read them.
+
+    rounds: dataset -> pipeline -> {"b1": [chars/s a round], "batch": [...]} (`speed.inference`);
+    rates: dataset -> pipeline -> training sentences/s; memory: pipeline -> a training step's peak MB.
+    On a CPU one row a pipeline (both datasets in its cells, the ratio to spaCy ner at one digit); on a
+    GPU one row a dataset and pipeline (the ratio at two digits, the step's memory on Resume's rows).
+    """
+    pipelines = list(rounds["resume"])
+    peer = {d: statistics.median(rounds[d]["spaCy ner"]["batch"]) for d in rounds}
+
+    def ratio(dataset: str, pipeline: str) -> float:
+        return statistics.median(rounds[dataset][pipeline]["batch"]) / peer[dataset]
+
+    def epoch(dataset: str, pipeline: str) -> int:
+        return round(TRAIN_SENTENCES[dataset] / rates[dataset][pipeline])
+
+    if gpu:
+        rows = []
+        for dataset in rounds:
+            for pipeline in rounds[dataset]:
+                row: Dict[str, Any] = {
+                    "dataset": dataset,
+                    "pipeline": pipeline,
+                    "b1": _cell(rounds[dataset][pipeline]["b1"]),
+                    "batch": _cell(rounds[dataset][pipeline]["batch"]),
+                    "ratio": round(ratio(dataset, pipeline), 2),
+                    "s_per_epoch": epoch(dataset, pipeline),
+                }
+                if dataset == "resume" and pipeline in memory:
+                    row["step_memory_mb"] = round(memory[pipeline])
+                rows.append(row)
+        return {"rows": rows}
+    rows = [
+        {
+            "pipeline": pipeline,
+            "resume_b1": _cell(rounds["resume"][pipeline]["b1"]),
+            "resume_batch": _cell(rounds["resume"][pipeline]["batch"]),
+            "msra_batch": _cell(rounds["msra"][pipeline]["batch"]),
+            "ratio": {d: round(ratio(d, pipeline), 1) for d in ("resume", "msra")},
+            "s_per_epoch": {d: epoch(d, pipeline) for d in ("resume", "msra")},
+            "step_memory_mb": round(memory[pipeline]),
+        }
+        for pipeline in pipelines
+    ]
+    figures: Dict[str, Any] = {"rows": rows}
+    if "FLAT" in pipelines and "DC-SAN" in pipelines:
+        flat, dcsan = rounds["resume"]["FLAT"], rounds["resume"]["DC-SAN"]
+        figures["dcsan_over_flat"] = {
+            key: round(statistics.median(dcsan[key]) / statistics.median(flat[key]), 2) for key in ("batch", "b1")
+        }
+    return figures
+
+
+def write_record(
+    args: argparse.Namespace,
+    rounds: Rounds,
+    rates: Dict[str, Dict[str, float]],
+    memory: Dict[str, float],
+    load: Optional[float],
+) -> None:
+    """speed-cpu-family or speed-gpu-family, when the run measured what its table shows."""
+    gpu = args.gpu_id >= 0
+    needed = ["inference", "training"] + ([] if gpu else ["memory"])
+    missing = [p for p in needed if p not in args.parts] + [d for d in ("resume", "msra") if d not in args.datasets]
+    if missing:
+        print(f"No result record written: the family's table needs {', '.join(missing)} too.")
+        return
+    n = torch.get_num_threads()
+    if gpu:
+        where, name = f"one {torch.cuda.get_device_name(args.gpu_id)}", "speed-gpu-family"
+        title = f"The family on {where}: inference, training and a training step's CUDA memory"
+    else:
+        where, name = f"{n} thread{'s' if n > 1 else ''}", "speed-cpu-family"
+        title = f"The family's cost, {where}: inference, training and a training step's memory"
+    setup = {"docs": args.docs, "repeats": args.repeats, "batch_size": args.batch_size, "batches": args.batches}
+    figures = family_figures(rounds, rates, memory, gpu=gpu)
+    record(
+        name,
+        "speed-gpu" if gpu else "speed-cpu",
+        title + ", models initialized from their configs",
+        figures,
+        setup=setup,
+        load_before=load,
+        gpu_id=args.gpu_id,
+        out_dir=args.results,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, default=400)
@@ -113,7 +218,12 @@ def main() -> None:
     parser.add_argument("--gpu-id", type=int, default=-1, help="run every pipeline on this GPU")
     parser.add_argument("--datasets", nargs="+", choices=("resume", "msra"), default=["resume", "msra"])
     parser.add_argument("--architectures", nargs="+", choices=list(ARCHITECTURES), default=list(ARCHITECTURES))
+    results_option(parser)
     args = parser.parse_args()
+    load = round(os.getloadavg()[0], 2)
+    all_rounds: Rounds = {}
+    all_rates: Dict[str, Dict[str, float]] = {}
+    memory: Dict[str, float] = {}
     chosen = {arch: cfg for arch, cfg in ARCHITECTURES.items() if arch in args.architectures}
     require_quiet(args.allow_busy)
     where = "CPU"
@@ -132,6 +242,7 @@ def main() -> None:
         for dataset in args.datasets:
             docs = texts(dataset, "test")[: args.docs]
             rounds = inference(pipelines, docs, args.repeats, args.batch_size)
+            all_rounds[dataset] = rounds
             peer = statistics.median(rounds["spaCy ner"]["batch"])
             for label, r in rounds.items():
                 ratio = statistics.median(r["batch"]) / peer
@@ -143,14 +254,17 @@ def main() -> None:
             for arch, cfg in [*chosen.items(), ("spaCy ner", "")]:
                 nlp = spacy_ner(dataset) if arch == "spaCy ner" else from_config(cfg.format(dataset), dataset)
                 rate = training_speed(nlp, dataset, args.batches)
+                all_rates.setdefault(dataset, {})[arch] = rate
                 print(f"| {dataset} | {arch} | {rate:.1f} | {TRAIN_SENTENCES[dataset] / rate:.0f} |")
     if "memory" in args.parts:
         print("\n| pipeline | peak memory of a training step, 10 x 300 characters |")
         print("|---|---|")
         for arch, cfg in [*chosen.items(), ("spaCy ner", "spaCy ner")]:
             name = cfg if arch == "spaCy ner" else cfg.format("resume")
-            print(f"| {arch} | {step_memory(name, args.gpu_id):.0f} MB |")
+            memory[arch] = step_memory(name, args.gpu_id)
+            print(f"| {arch} | {memory[arch]:.0f} MB |")
     print(f"\nAfter: {load_average()}")
+    write_record(args, all_rounds, all_rates, memory, load)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,19 @@ time grow linearly. Each length runs in a fresh process; peak RSS is measured ov
 the loaded pipeline's resident memory just before the call.
 
     python benchmarks/long_docs.py
+
+It also writes the table's result record, long-docs-windows (benchmarks/results.py; `long_docs_figures`
+builds its figures; --results DIR: elsewhere).
 """
 
+import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Dict, List
 
 LENGTHS = [1_000, 5_000, 20_000, 50_000, 200_000]
 
@@ -37,13 +43,38 @@ def measure(length: int) -> dict:
     return {"chars": len(doc.text), "seconds": seconds, "peak_mb": peak - base, "ents": len(doc.ents)}
 
 
+def long_docs_figures(measured: List[Dict[str, float]]) -> Dict[str, Any]:
+    """The figures of long-docs-windows, as render.py's long-docs table reads them.
+
+    measured: one `measure` result a length ({"chars", "seconds", "peak_mb", ...}).
+    """
+    rows = [
+        {
+            "chars": int(r["chars"]),
+            "seconds": round(r["seconds"], 1),
+            "chars_per_s": round(r["chars"] / r["seconds"]),
+            "peak_mb": round(r["peak_mb"]),
+        }
+        for r in measured
+    ]
+    return {"rows": rows}
+
+
 def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        print(json.dumps(measure(int(sys.argv[2]))))
-        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--one", type=int, metavar="LENGTH", help=argparse.SUPPRESS)
     sys.path.insert(0, str(Path(__file__).parent))
+    from results import record, results_option
+
+    results_option(parser)
+    args = parser.parse_args()
+    if args.one is not None:
+        print(json.dumps(measure(args.one)))
+        return
+    load = round(os.getloadavg()[0], 2)
     from common import machine
 
+    measured = []
     print(f"Machine: {machine()}\n")
     print("| characters | seconds | chars/s | peak MB over baseline |")
     print("|---|---|---|---|")
@@ -53,10 +84,16 @@ def main() -> None:
             print(out.stderr[-2000:], file=sys.stderr)
             continue
         r = json.loads(out.stdout.strip().splitlines()[-1])
+        measured.append(r)
         print(
             f"| {r['chars']:,} | {r['seconds']:.1f} | {r['chars'] / r['seconds']:,.0f} | {r['peak_mb']:.0f} |",
             flush=True,
         )
+
+    if measured:
+        title = "One long document through flat_ner in 512-character windows"
+        figures = long_docs_figures(measured)
+        record("long-docs-windows", "long-docs", title, figures, dataset="msra", load_before=load, out_dir=args.results)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@ table gives the ratio; the two must predict the same entities and scores.
     python benchmarks/stages.py --baseline HEAD~3 --shares
     python benchmarks/stages.py --model training/resume/model-best --datasets resume
     python benchmarks/stages.py --baseline HEAD~3 --training 30  # training shares the featurizer
+
+It also writes the table's result record, speed-cpu-stages (benchmarks/results.py; `stages_figures`
+builds its figures, a row a dataset, with the baseline's figures under "before"; --results DIR: elsewhere).
 """
 
 import os
@@ -29,7 +32,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy
 import torch
@@ -41,6 +44,7 @@ from thinc.api import Optimizer
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
 from baseline import load_package, use_baseline  # noqa: E402
 from common import examples, load_average, machine, markdown_table, texts, train_split  # noqa: E402
+from results import record, results_option  # noqa: E402
 from speed import flat  # noqa: E402
 from stage_timers import STAGES, EncoderReplay, StageTimers  # noqa: E402
 
@@ -133,6 +137,33 @@ def shares(
 LABELS = list(dict.fromkeys(label for label, _, _ in STAGES))
 
 
+DATASET_NAMES = {"resume": "Resume", "weibo": "Weibo", "msra": "MSRA"}
+Runs = Dict[str, Dict[str, List[float]]]
+
+
+def stages_figures(measured: Dict[str, Runs], model: str = "") -> Dict[str, Any]:
+    """The figures of speed-cpu-stages, as render.py's cpu-stages table reads them.
+
+    measured: dataset -> pipeline ("current", or "baseline REV") -> {"b1", "batch", "full": chars/s a round}.
+    A row a dataset ("Resume, untrained", or the model's name with --model); the baseline's medians under
+    "before".
+    """
+
+    def medians(runs: Dict[str, List[float]]) -> Dict[str, int]:
+        keys = {"stages_b1": "b1", "stages_batch": "batch", "pipe_batch": "full"}
+        return {key: round(statistics.median(runs[k])) for key, k in keys.items()}
+
+    rows = []
+    for dataset, runs in measured.items():
+        label = f"{DATASET_NAMES[dataset]}, {Path(model).name if model else 'untrained'}"
+        row: Dict[str, Any] = {"pipeline": label, **medians(runs["current"])}
+        baseline = next((name for name in runs if name != "current"), None)
+        if baseline is not None:
+            row["before"] = medians(runs[baseline])
+        rows.append(row)
+    return {"rows": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--datasets", nargs="+", choices=["resume", "weibo", "msra"], default=["resume", "msra"])
@@ -143,7 +174,10 @@ def main() -> None:
     parser.add_argument("--baseline", default="", help="a commit whose stage code runs beside today's")
     parser.add_argument("--shares", action="store_true", help="also print each stage's share of a stage pass")
     parser.add_argument("--training", type=int, default=0, help="also time this many training updates of 10")
+    results_option(parser)
     args = parser.parse_args()
+    load = round(os.getloadavg()[0], 2)
+    measured: Dict[str, Runs] = {}
     torch.set_num_threads(1)
     base = load_package(args.baseline) if args.baseline else None
     print(f"Machine: {machine()}; {torch.get_num_threads()} torch thread(s); before: {load_average()}\n")
@@ -172,6 +206,7 @@ def main() -> None:
                 runs[name]["b1"].append(chars / stage_pass(pipeline, docs_text, 1, replay))
                 runs[name]["batch"].append(chars / stage_pass(pipeline, docs_text, args.batch_size, replay))
                 runs[name]["full"].append(chars / full_pass(pipeline, docs_text, args.batch_size))
+        measured[dataset] = runs
         b = args.batch_size
         print(f"{dataset} test: {len(docs_text)} docs, {chars:,} characters; chars/s, median of {args.repeats} rounds")
         columns = ["pipeline", "stages batch 1", f"stages batch {b}", f"full nlp.pipe batch {b}"]
@@ -197,6 +232,24 @@ def main() -> None:
             print(f"{load_average()}\n")
         if args.training:
             training(pipelines, dataset, args.training, args.repeats)
+
+    title = "The CPU stages around the encoder (everything but the encoder's forward), one thread"
+    notes = (
+        f"before: the stage code at {args.baseline}, run on the same pipelines in the same process, interleaved."
+        if args.baseline
+        else ""
+    )
+    setup = {"model": args.model, "docs": args.docs, "repeats": args.repeats, "batch_size": args.batch_size}
+    record(
+        "speed-cpu-stages",
+        "speed-cpu",
+        title,
+        stages_figures(measured, args.model),
+        setup=setup,
+        load_before=load,
+        notes=notes,
+        out_dir=args.results,
+    )
 
 
 if __name__ == "__main__":

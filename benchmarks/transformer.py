@@ -21,6 +21,11 @@ the default peer never left F1 0.
     python benchmarks/transformer.py resume --epochs 3 --model ../shared/vectors/m3e-small
     python benchmarks/transformer.py msra --epochs 1 --skip-peer --set training.eval_frequency=1839
     python benchmarks/transformer.py weibo --epochs 3 --seeds 0 1 2 --skip-peer --config resume_dcsan_trf.cfg
+
+Each run also writes accuracy result records as accuracy.py does (benchmarks/results.py; figures from
+accuracy.seeds_figures): ours as accuracy-DATASET-ARCH-INPUTS-Nep-sSEEDS-TRANSFORMER, e.g.
+accuracy-weibo-flat-defaults-3ep-s012-m3e-small, the peer as accuracy-DATASET-spacy-ner-TRANSFORMER-Nep-sSEEDS
+(`record_names` makes the names and setups; --set keys under components. join the name; --results DIR: elsewhere).
 """
 
 import argparse
@@ -29,7 +34,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -41,8 +46,9 @@ from thinc.api import Config
 from spacy_flat.cli.schedule import schedule_for
 
 sys.path.insert(0, str(Path(__file__).parent))
-from accuracy import LEXICONS, run
+from accuracy import ARCHITECTURE_NAMES, LEXICONS, run, seeds_figures
 from common import ROOT, SEEDS_COLUMNS, SHARED, machine, markdown_table, paper_rows, seeds_row, splits, table_row
+from results import record, results_option, slug
 
 # Table 4 of Li et al. 2020: BERT-base (12 layers), not the small model used here.
 PAPER_BERT = {
@@ -91,6 +97,47 @@ def sliced(data: Dict[str, Path], limit: int, out: Path) -> Dict[str, Path]:
     return result
 
 
+def record_names(
+    dataset: str,
+    config: str,
+    lexicon: Optional[str],
+    epochs: int,
+    seeds: Sequence[int],
+    transformer: str,
+    sets: List[str],
+) -> Dict[str, Tuple[str, str, Dict[str, Any]]]:
+    """The accuracy records' (id, title, setup) for ours ("ours") and the peer ("peer")."""
+    stem = Path(config).stem.removesuffix("_trf")
+    arch = slug(stem.split("_", 1)[1]) if "_" in stem else "flat"
+    architecture = ARCHITECTURE_NAMES.get(arch, arch)
+    inputs = lexicon or "defaults"
+    label = "embedded defaults" if inputs == "defaults" else inputs
+    settings = [
+        f"{k.rsplit('.', 1)[-1]}={v}" for k, v in (i.split("=", 1) for i in sets) if k.startswith("components.")
+    ]
+    name = {"msra": "MSRA"}.get(dataset, dataset.capitalize())
+    span = f"{epochs} epoch" + ("s" if epochs != 1 else "")
+    runs = "s" + "".join(map(str, seeds))
+    ours = {
+        "architecture": architecture,
+        "inputs": label,
+        "epochs": epochs,
+        "transformer": transformer,
+        "kind": "variant" if settings else "transformer",
+        "config": f"configs/{Path(config).name}",
+    }
+    title = f"{name}, {architecture} + {transformer}, {label}, {span}" + "".join(f", {x}" for x in settings)
+    peer = {"architecture": "spaCy ner", "inputs": "no vectors", "epochs": epochs, "transformer": transformer}
+    return {
+        "ours": (slug("accuracy", dataset, arch, inputs, f"{epochs}ep", runs, *settings, transformer), title, ours),
+        "peer": (
+            slug("accuracy", dataset, "spacy-ner", transformer, f"{epochs}ep", runs),
+            f"{name}, spaCy's ner on {transformer}, {span}",
+            {**peer, "kind": "peer"},
+        ),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("dataset", choices=sorted(PAPER_BERT))
@@ -106,7 +153,9 @@ def main() -> None:
     parser.add_argument(
         "--set", nargs="+", default=[], metavar="KEY=JSON", help="config overrides for both models, after the schedule"
     )
+    results_option(parser)
     args = parser.parse_args()
+    load = round(os.getloadavg()[0], 2)
     model = str(Path(args.model).resolve())
     data = splits(args.dataset)
     rows: List[List[str]] = []
@@ -145,6 +194,12 @@ def main() -> None:
     summaries = [seeds_row(label, done) for label, done in results.items() if len(done) > 1]
     if summaries:
         print("\n" + markdown_table(SEEDS_COLUMNS, summaries))
+    names = record_names(args.dataset, args.config, args.lexicon, args.epochs, args.seeds, Path(model).name, args.set)
+    common = {"dataset": args.dataset, "seeds": args.seeds, "load_before": load, "out_dir": args.results}
+    for key, done in (("ours", results[ours_label]), ("peer", results[PEER])):
+        if done:
+            rid, title, setup = names[key]
+            record(rid, "accuracy", title, seeds_figures(done), setup=setup, **common)
 
 
 if __name__ == "__main__":

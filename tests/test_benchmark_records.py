@@ -1,0 +1,182 @@
+"""Each benchmark script's record-building function makes figures that `results.validate` accepts and that
+render.py's table for that record renders, from small made-up measurements (no benchmark runs)."""
+
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import render  # noqa: E402
+import results  # noqa: E402
+
+
+def made_up(rid: str, question: str, figures: Dict[str, Any], **fields: Any) -> Dict[str, Any]:
+    """A record as `results.record` writes it, around figures."""
+    data = {
+        "id": rid,
+        "question": question,
+        "title": fields.pop("title", "a measurement"),
+        "dataset": fields.pop("dataset", None),
+        "command": "python benchmarks/x.py",
+        "date": "2026-01-01",
+        "version": "0.0.0",
+        "commit": None,
+        "machine": "a CPU",
+        "threads": 1,
+        "load": {"before": 0.1, "after": 0.2},
+        "seeds": fields.pop("seeds", []),
+        "setup": fields.pop("setup", {}),
+        "figures": figures,
+    }
+    assert results.validate(data) == [], rid
+    return data
+
+
+def rendered(table: str, *records: Dict[str, Any]) -> str:
+    t = render.Tables({r["id"]: r for r in records})
+    text = render.TABLES[table](t)
+    assert text.startswith("|") and len(text.splitlines()) > 2
+    return text
+
+
+def rounds(base: float) -> Dict[str, List[float]]:
+    return {"b1": [base, base * 1.1, base * 0.9], "batch": [3 * base, 3.3 * base, 2.7 * base]}
+
+
+def family_measured() -> tuple:
+    names = ["FLAT", "TENER", "DC-SAN", "spaCy ner"]
+    measured = {d: {name: rounds(1000.0 * (k + 1)) for k, name in enumerate(names)} for d in ("resume", "msra")}
+    rates = {d: {name: 10.0 + k for k, name in enumerate(names)} for d in ("resume", "msra")}
+    memory = {name: 300.0 + k for k, name in enumerate(names)}
+    return measured, rates, memory
+
+
+def test_family_cpu_record_renders():
+    import family
+
+    figures = family.family_figures(*family_measured())
+    assert figures["rows"][0]["resume_batch"] == {"median": 3000, "min": 2700, "max": 3300}
+    assert "dcsan_over_flat" in figures
+    text = rendered("cpu-family", made_up("speed-cpu-family", "speed-cpu", figures))
+    assert "| FLAT |" in text
+
+
+def test_family_gpu_record_renders():
+    import family
+
+    figures = family.family_figures(*family_measured(), gpu=True)
+    assert [r["dataset"] for r in figures["rows"]] == ["resume"] * 4 + ["msra"] * 4
+    assert "step_memory_mb" in figures["rows"][0] and "step_memory_mb" not in figures["rows"][-1]
+    rendered("gpu-family", made_up("speed-gpu-family", "speed-gpu", figures))
+
+
+def memory_cell(mb: float) -> Dict[str, float]:
+    return {"peak_mb": mb, "words_per_text": 27.4}
+
+
+def test_memory_record_renders():
+    import memory
+
+    def cells(windowed: Optional[float], literal: Optional[float]) -> Dict[Any, Any]:
+        out = {}
+        for mode in ("train", "infer"):
+            out[(mode, "flat")] = memory_cell(35.2)
+            out[(mode, "windowed")] = None if windowed is None else memory_cell(windowed)
+            out[(mode, "literal")] = None if literal is None else memory_cell(literal)
+        return out
+
+    figures = memory.memory_figures({50: cells(None, 149.0), 1000: cells(466.0, None)})
+    assert figures["rows"][0]["train_ratio"] == 4.2 and figures["rows"][1]["train_literal_mb"] is None
+    rendered("memory-by-length", made_up("memory-training-step-by-length", "memory", figures, dataset="msra"))
+
+
+def test_long_docs_record_renders():
+    import long_docs
+
+    figures = long_docs.long_docs_figures([{"chars": 1000, "seconds": 0.32, "peak_mb": 190.4, "ents": 3}])
+    assert figures["rows"] == [{"chars": 1000, "seconds": 0.3, "chars_per_s": 3125, "peak_mb": 190}]
+    rendered("long-docs", made_up("long-docs-windows", "long-docs", figures, dataset="msra"))
+
+
+def test_annotation_throughput_record_renders():
+    import annotate_speed
+
+    local = {1: {"chars_per_s": 21924.0, "peak_mb": 1031.0}, 2: {"chars_per_s": 11331.0, "peak_mb": 1013.0}}
+    ray = {1: {"chars_per_s": 13251.0, "peak_mb": float("nan")}, 2: {"chars_per_s": 23142.0, "peak_mb": 951.0}}
+    figures = annotate_speed.annotation_figures(2.3e7, 22768.0, 2, local, ray, 3.72, 1035606, 26190)
+    assert figures["per_actor_core"] == 11571 and figures["ray_over_local"] == 1.06
+    assert figures["rows"][4]["peak_mb"] is None
+    record = made_up("annotation-throughput", "annotation", figures, dataset="msra")
+    assert "local engine, 2 processes" in rendered("annotation", record)
+    assert render.lookup(record, "figures.per_actor_core") == 11571
+
+
+def test_annotation_read_record_renders():
+    import annotate_read
+
+    figures = annotate_read.read_figures({"count (read, check)": [0.54, 0.55, 0.6]}, 5005429, 126585, 13800.0)
+    assert figures["actor_rate"] == 13800 and figures["rows"][0]["seconds"]["median"] == 0.55
+    rendered("annotation-reading", made_up("annotation-read-cost", "annotation", figures, dataset="msra"))
+
+
+def test_checkpoint_record_renders():
+    import checkpoint_cost
+
+    measured = {"resume.cfg": {"median": 0.29, "min": 0.18, "max": 0.31, "verify": 0.05, "mb": 82.6, "new_mb": 52.7}}
+    measured["resume.cfg"]["steps"] = 7
+    figures = checkpoint_cost.checkpoint_figures(measured)
+    rendered("checkpoints", made_up("training-cost-checkpoints", "training-cost", figures))
+
+
+def test_stages_record_renders():
+    import stages
+
+    runs = {"current": {"b1": [3.0e4], "batch": [1.4e5], "full": [2.7e4]}}
+    runs["baseline abc123"] = {"b1": [2.3e4], "batch": [6.5e4], "full": [2.2e4]}
+    figures = stages.stages_figures({"resume": runs, "msra": {"current": runs["current"]}})
+    assert figures["rows"][0]["pipeline"] == "Resume, untrained" and "before" in figures["rows"][0]
+    assert "before" not in figures["rows"][1]
+    rendered("cpu-stages", made_up("speed-cpu-stages", "speed-cpu", figures))
+
+
+def run_result(f1: float) -> Dict[str, float]:
+    return {"test_f": f1, "dev_f": f1 + 1, "train_s": 460.0, "test_chars_per_s": 1200.0}
+
+
+@pytest.mark.parametrize("seeds", [[0], [0, 1, 2]])
+def test_transformer_records_render(seeds):
+    import transformer
+    from accuracy import seeds_figures
+
+    names = transformer.record_names("weibo", "resume_trf.cfg", None, 3, seeds, "m3e-small", [])
+    made = []
+    for key in ("ours", "peer"):
+        rid, title, setup = names[key]
+        figures = seeds_figures([run_result(64.0 + s) for s in seeds])
+        made.append(made_up(rid, "accuracy", figures, title=title, dataset="weibo", seeds=seeds, setup=setup))
+    assert made[0]["id"] == "accuracy-weibo-flat-defaults-3ep-s" + "".join(map(str, seeds)) + "-m3e-small"
+    text = rendered("accuracy-weibo", *made)
+    assert "FLAT + m3e-small" in text and "spaCy ner + m3e-small" in text
+
+
+def test_distillation_records_render():
+    import distillation
+
+    settings = {"teachers": ["a", "b"], "soft_weight": 0.5, "temperature": 1.0, "silver_ratio": 1.0}
+    teachers = [{"path": p, "test_f": 70.1, "dev_f": 72.0, "chars_per_s": 900.0} for p in ("a", "b")]
+    students = {v: [run_result(60.0 + s) for s in (0, 1, 2)] for v in ("gold", "soft")}
+    made = distillation.distillation_records(
+        "weibo", "weibo_dcsan.cfg", 10, [0, 1, 2], settings, teachers, 71.2, students
+    )
+    assert [setup["kind"] for _, _, setup, _ in made] == ["teacher", "teacher", "ensemble", "student", "student"]
+    records = [
+        made_up(rid, "accuracy", figures, title="Weibo, distillation", dataset="weibo", seeds=seeds, setup=setup)
+        for rid, seeds, setup, figures in made
+    ]
+    assert len({r["id"] for r in records}) == len(records)
+    assert {r["setup"]["distillation"] for r in records} == {"weibo-weibo-dcsan-10ep-s012"}
+    rendered("accuracy-weibo", *records)
