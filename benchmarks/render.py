@@ -101,7 +101,12 @@ ARCH_ORDER = {"FLAT": 0, "DC-SAN": 1, "TENER": 2, "Lattice LSTM": 3, "spaCy ner"
 
 
 def accuracy_by_dataset(t: Tables, dataset: str) -> str:
-    chosen = [rid for rid, rec in t.records.items() if rec["question"] == "accuracy" and rec.get("dataset") == dataset]
+    # Distillation's rows (teachers, ensemble, students of one run) are read together, not here.
+    chosen = [
+        rid
+        for rid, rec in t.records.items()
+        if rec["question"] == "accuracy" and rec.get("dataset") == dataset and "distillation" not in rec["setup"]
+    ]
 
     def order(rid: str) -> Tuple:
         s = t.records[rid]["setup"]
