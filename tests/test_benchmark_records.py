@@ -179,4 +179,15 @@ def test_distillation_records_render():
     ]
     assert len({r["id"] for r in records}) == len(records)
     assert {r["setup"]["distillation"] for r in records} == {"weibo-weibo-dcsan-10ep-s012"}
-    rendered("accuracy-weibo", *records)
+    # One run's rows are read together, never mixed into the accuracy-by-dataset table.
+    single = made_up(
+        records[0]["id"] + "-single",
+        "accuracy",
+        {"test_f1": {"mean": 61.0}},
+        title="Weibo, FLAT",
+        dataset="weibo",
+        seeds=[0],
+        setup={"architecture": "FLAT", "inputs": "", "epochs": 10},
+    )
+    text = rendered("accuracy-weibo", single, *records)
+    assert len(text.splitlines()) == 3
