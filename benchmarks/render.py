@@ -654,6 +654,34 @@ def pretraining(t: Tables) -> str:
     return table(["stage", "seconds"], rows)
 
 
+CURVE_EPOCHS = (1, 2, 3, 5, 10, 20, 30, 50, 75, 100)
+
+
+def dev_curves(t: Tables) -> str:
+    """Dev F1 against epochs of the runs whose records keep their curve (resumable runs): the first
+    seed's evaluation at each whole epoch, and the best with the epoch it came at."""
+    chosen = [
+        rid
+        for rid, rec in t.records.items()
+        if rec["question"] == "accuracy" and rec["figures"].get("dev_curve") and (rec["setup"].get("epochs") or 0) >= 5
+    ]
+    marks = [e for e in CURVE_EPOCHS if any(t.records[r]["setup"]["epochs"] >= e for r in chosen)]
+    rows = []
+    for rid in sorted(
+        chosen, key=lambda r: (DATASETS.index(t.records[r]["dataset"]), t.records[r]["setup"]["epochs"], r)
+    ):
+        rec = t.get(rid)
+        curve = rec["figures"]["dev_curve"][0]
+        at = {round(epoch, 2): score for epoch, score in curve}
+        best_epoch, best = max(curve, key=lambda point: point[1])
+        name = f"{rec['dataset'].capitalize() if rec['dataset'] != 'msra' else 'MSRA'}, {rec['setup']['architecture']}"
+        row = [f"{name}, {rec['setup'].get('inputs', '')}, {epochs(rec)}, seed {rec['seeds'][0]}"]
+        row += [num(at.get(float(e)), 1) if float(e) in at else "" for e in marks]
+        row.append(f"{best:.1f} ({best_epoch:g})")
+        rows.append(row)
+    return table(["dev F1 after epoch"] + [str(e) for e in marks] + ["best (epoch)"], rows)
+
+
 # Tables that gather figures shown again, with their provenance, further down.
 SUMMARIES = ("headline", "headline-speed")
 
@@ -666,6 +694,7 @@ TABLES: Dict[str, Callable[[Tables], str]] = {
     "accuracy-weibo": lambda t: accuracy_by_dataset(t, "weibo"),
     "accuracy-msra": lambda t: accuracy_by_dataset(t, "msra"),
     "pretrained-inputs": pretrained_inputs,
+    "dev-curves": dev_curves,
     "calibration": calibration,
     "cpu-inference": cpu_inference,
     "probabilities-cost": probabilities_cost,
