@@ -5,8 +5,10 @@ family by `accuracy.py --output`), their ensemble (posterior decoding of the mea
 students of one config trained on
 
 - `gold`: the gold data alone (the student's architecture as a single model),
-- `soft`: gold plus the teachers' soft targets (`[flat_distillation]`, weight α, temperature T),
-- `silver`: gold plus soft targets, with silver sentences from raw text (`silver`) beside the gold.
+- `soft`: gold plus the teachers' soft targets (`[flat_distillation]`, weight α, temperature T): their
+  per-character tag marginals,
+- `topk`: as `soft` with the teachers' K best paths as targets (`targets = "top_k"`, `--top-k`),
+- `silver`: gold plus soft targets (marginals), with silver sentences from raw text beside the gold.
 
 Speed is `nlp.pipe` chars/s at batch 64 on one thread (the evaluation's timing); every run keeps its
 checkpoints in OUTPUT, so the same command run again goes on from where it stopped.
@@ -19,14 +21,14 @@ Each row is also written as a result record of question "accuracy" (benchmarks/r
 elsewhere), one record a row, so that each carries accuracy's figures (test_f1 {mean[, sd], per_seed},
 dev_f1, and for students train_s and test_chars_per_s as accuracy.seeds_figures makes them). The records of
 one run share `setup.distillation`, the run's name GROUP = DATASET-STUDENT_CONFIG-Nep-sSEEDS, and are named
-accuracy-distillation-GROUP-ROW, ROW one of teacher0, teacher1, ..., ensemble, gold, soft, silver. Their setup:
+accuracy-distillation-GROUP-ROW, ROW one of teacher0, teacher1, ..., ensemble, gold, soft, topk, silver. Their setup:
 
     distillation  GROUP: a students table gathers the records that share it
     kind          "teacher", "ensemble" or "student" (the table's order: teachers, ensemble, students)
     row           the table's model cell ("teacher: PATH", "ensemble of 2 (mean marginals)", "student X.cfg: soft")
-    variant       the student's: "gold", "soft" or "silver" (null for teachers and the ensemble)
+    variant       the student's: "gold", "soft", "topk" or "silver" (null for teachers and the ensemble)
     architecture, inputs, epochs   as accuracy.py's records (the student's config; "teacher" / "ensemble")
-    teachers, soft_weight, temperature, silver_ratio   the distillation's settings
+    teachers, soft_weight, temperature, silver_ratio, top_k   the distillation's settings
 
 `distillation_records` builds them from the measured numbers.
 """
@@ -53,7 +55,7 @@ from common import ROOT, load_average, machine, markdown_table, splits
 from results import record, results_option, slug
 
 from spacy_flat.cli.evaluate import evaluate
-from spacy_flat.cli.schedule import schedule_for
+from spacy_flat.cli.schedule import count_batches, epoch_schedule, schedule_for
 from spacy_flat.distillation.settings import DistillationSettings, SilverSettings
 from spacy_flat.distillation.silver import SilverReport, silver_docs
 from spacy_flat.distillation.student import attach_teachers
@@ -62,7 +64,14 @@ from spacy_flat.pipeline.scorer import score_char_entities
 from spacy_flat.pretraining.sentences import SentenceFilter, held_back_texts
 from spacy_flat.pretraining.sources import TextFields, read_texts
 
-VARIANTS = ("gold", "soft", "silver")
+VARIANTS = ("gold", "soft", "topk", "silver")
+# The table's words for each variant's training data.
+VARIANT_ROWS = {
+    "gold": "gold",
+    "soft": "gold + soft targets (marginals)",
+    "topk": "gold + soft targets (top-{k} paths)",
+    "silver": "gold + soft targets + silver",
+}
 COLUMNS = ("model", "test F1 (mean ± sd)", "dev F1", "runs", "chars/s, batch 64, 1 thread", "train s (median)")
 
 
@@ -77,6 +86,8 @@ def student_config(
             "teachers": settings.teachers,
             "soft_weight": settings.soft_weight,
             "temperature": settings.temperature,
+            "targets": "top_k" if variant == "topk" else "marginals",
+            "top_k": settings.top_k,
         }
     if variant == "silver":
         assert silver is not None
@@ -112,6 +123,19 @@ def make_silver(teacher: object, data: Dict[str, Path], args: argparse.Namespace
     return path
 
 
+def silver_schedule(base: Path, train: Path, silver: Path, ratio: float, epochs: int) -> Dict[str, int]:
+    """The schedule of a student whose epoch is the gold corpus plus `ratio` silver sentences per gold one
+    (`spacy-flat.gold_and_silver.v1`): counted on the gold batches and on the share of the silver
+    batches an epoch reads, so the rate decays to zero at the end of the student's own last epoch."""
+    gold_docs = len(DocBin().from_disk(train))
+    silver_docs = len(DocBin().from_disk(silver))
+    used = min(silver_docs, round(ratio * gold_docs))
+    silver_batches = count_batches(base, silver) * used / max(1, silver_docs) if used else 0
+    steps = count_batches(base, train) + round(silver_batches)
+    eval_frequency = int(Config().from_disk(base)["training"]["eval_frequency"])
+    return epoch_schedule(steps, epochs, eval_frequency)
+
+
 Row = Tuple[str, List[int], Dict[str, Any], Dict[str, Any]]
 
 
@@ -125,18 +149,28 @@ def distillation_records(
     ensemble_f1: Optional[float],
     students: Dict[str, List[dict]],
     inputs: Sequence[str] = (),
+    raw: bool = False,
+    gold_record: Optional[str] = None,
+    reference_records: Sequence[str] = (),
 ) -> List[Row]:
     """(id, seeds, setup, figures) of each row's record (the shape in this module's docstring).
 
     teachers: {"path", "test_f", "dev_f", "chars_per_s"} each; ensemble_f1: the ensemble's test F1 (None
     with one teacher); students: variant -> accuracy.run's results over the seeds; settings: teachers,
-    soft_weight, temperature, silver_ratio.
+    soft_weight, temperature, silver_ratio, top_k; gold_record: an accuracy record of the student's config,
+    inputs and epochs that stands for the gold row when the run has none; reference_records: accuracy
+    records shown above the group (e.g. FLAT on m3e-small).
     """
     stem = Path(student_config).stem
     arch = slug(stem.split("_", 1)[1]) if "_" in stem else "flat"
     group = slug(dataset, stem, f"{epochs}ep", "s" + "".join(map(str, seeds)))
-    label = " + ".join(inputs) if inputs else "embedded defaults"
+    # As accuracy.py's records name them: "wiki-words + own-bigrams-raw".
+    label = " + ".join(inputs) + ("-raw" if raw else "") if inputs else "embedded defaults"
     common = {"distillation": group, "epochs": epochs, **settings}
+    if gold_record:
+        common["gold_record"] = gold_record
+    if reference_records:
+        common["reference_records"] = list(reference_records)
     out: List[Row] = []
     for k, t in enumerate(teachers):
         figures = {
@@ -155,7 +189,7 @@ def distillation_records(
         setup = {
             **common,
             "kind": "student",
-            "row": f"student {Path(student_config).name}: {variant}",
+            "row": f"student {Path(student_config).name}: {VARIANT_ROWS[variant].format(k=settings.get('top_k', 3))}",
             "variant": variant,
             "architecture": ARCHITECTURE_NAMES.get(arch, arch),
             "inputs": label,
@@ -218,11 +252,15 @@ def main() -> None:
     parser.add_argument("--teachers", nargs="+", required=True, help="trained teacher pipelines; several: an ensemble")
     parser.add_argument("--student-config", default=None, help="a config in configs/ (default: DATASET.cfg)")
     parser.add_argument("--inputs", nargs="*", default=[], help="the student's pretrained inputs, as accuracy.py's")
+    parser.add_argument(
+        "--raw-tables", action="store_true", help="with --inputs: word and bigram tables raw (accuracy.py's --raw)"
+    )
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--soft-weight", type=float, default=0.5)
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=3, help="paths each teacher gives in the topk variant")
     parser.add_argument("--raw", type=Path, nargs="*", default=[], help="raw text for silver sentences")
     parser.add_argument("--json-field", default="text")
     parser.add_argument("--csv-column", default="text")
@@ -230,6 +268,10 @@ def main() -> None:
     parser.add_argument("--max-silver", type=int, default=0, help="at most this many silver sentences (0: all)")
     parser.add_argument("--silver-ratio", type=float, default=1.0)
     parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument(
+        "--gold-record", default=None, help="without the gold variant: the accuracy record that stands for its row"
+    )
+    parser.add_argument("--reference", nargs="*", default=[], help="accuracy records shown above the group")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON", help="more config overrides")
     results_option(parser)
     args = parser.parse_args()
@@ -237,7 +279,9 @@ def main() -> None:
     torch.set_num_threads(1)
     data = splits(args.dataset)
     base = ROOT / "configs" / (args.student_config or f"{args.dataset}.cfg")
-    settings = DistillationSettings(list(args.teachers), soft_weight=args.soft_weight, temperature=args.temperature)
+    settings = DistillationSettings(
+        list(args.teachers), soft_weight=args.soft_weight, temperature=args.temperature, top_k=args.top_k
+    )
     members = [PipelineTeacher.from_disk(path, temperature=args.temperature) for path in args.teachers]
     teacher = members[0] if len(members) == 1 else EnsembleTeacher(members)
     measured: Dict[str, Any] = {}
@@ -246,19 +290,34 @@ def main() -> None:
     silver = make_silver(teacher, data, args, args.output) if "silver" in args.variants else None
     extra = {
         **schedule_for(base, data["train"], args.epochs),
-        **input_overrides(args.inputs, ROOT / "training" / "pretrain" / "full"),
+        **input_overrides(args.inputs, ROOT / "training" / "pretrain" / "full", unit=not args.raw_tables),
         **{k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)},
     }
     for variant in args.variants:
         config = student_config(base, variant, settings, silver, args.silver_ratio, args.output / "configs")
-        prepare = None if variant == "gold" else (lambda nlp: attach_teachers(nlp, settings) and None)
+        schedule = {}
+        if variant == "silver" and silver is not None:
+            schedule = silver_schedule(base, data["train"], silver, args.silver_ratio, args.epochs)
+        # The config's [flat_distillation] block is what the checkpoints fingerprint; the teachers attached
+        # here must be the same ones, so they are read back from it.
+        variant_settings = DistillationSettings.from_config(
+            dict(Config().from_disk(config, interpolate=False).get("flat_distillation", {})), str(config)
+        )
+        prepare = None if variant == "gold" else (lambda nlp, s=variant_settings: attach_teachers(nlp, s) and None)
         results = [
             run(
-                config, data, s, args.epochs, extra, args.output / variant / f"seed{s}", resumable=True, prepare=prepare
+                config,
+                data,
+                s,
+                args.epochs,
+                {**extra, **schedule},
+                args.output / variant / f"seed{s}",
+                resumable=True,
+                prepare=prepare,
             )
             for s in args.seeds
         ]
-        rows.append(seeds_row(f"student {base.name}: {variant}", results))
+        rows.append(seeds_row(f"student {base.name}: {VARIANT_ROWS[variant].format(k=args.top_k)}", results))
         students[variant] = results
     print(f"Machine: {machine()}; {load_average()}\n")
     print(
@@ -271,6 +330,7 @@ def main() -> None:
         "soft_weight": args.soft_weight,
         "temperature": args.temperature,
         "silver_ratio": args.silver_ratio,
+        "top_k": args.top_k,
     }
     made = distillation_records(
         args.dataset,
@@ -282,6 +342,9 @@ def main() -> None:
         measured.get("ensemble"),
         students,
         args.inputs,
+        args.raw_tables,
+        args.gold_record,
+        args.reference,
     )
     for rid, seeds, setup, figures in made:
         title = f"{args.dataset.capitalize() if args.dataset != 'msra' else 'MSRA'}, distillation: {setup['row']}"

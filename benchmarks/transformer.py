@@ -153,6 +153,13 @@ def main() -> None:
     parser.add_argument(
         "--set", nargs="+", default=[], metavar="KEY=JSON", help="config overrides for both models, after the schedule"
     )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="keep flat_ner's runs in OUTPUT/flatSEED, with checkpoints (a teacher for distillation.py; the same "
+        "command run again goes on from where a stopped run stood); default: a temporary folder, spacy train",
+    )
     results_option(parser)
     args = parser.parse_args()
     load = round(os.getloadavg()[0], 2)
@@ -175,7 +182,8 @@ def main() -> None:
                 seed,
                 args.epochs,
                 {"paths.transformer": model, **shared, **(LEXICONS[args.lexicon] if args.lexicon else {})},
-                Path(tmp) / f"flat{seed}",
+                (args.output or Path(tmp)) / f"flat{seed}",
+                resumable=args.output is not None,
             )
             runs = [(ours_label, ours)]
             if not args.skip_peer:
