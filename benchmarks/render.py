@@ -101,7 +101,7 @@ ARCH_ORDER = {"FLAT": 0, "DC-SAN": 1, "TENER": 2, "Lattice LSTM": 3, "spaCy ner"
 
 
 def accuracy_by_dataset(t: Tables, dataset: str) -> str:
-    # Distillation's rows (teachers, ensemble, students of one run) are read together, not here.
+    # Distillation's rows (teachers, ensemble, students of one run) are read together, by `students`.
     chosen = [
         rid
         for rid, rec in t.records.items()
@@ -682,6 +682,152 @@ def dev_curves(t: Tables) -> str:
     return table(["dev F1 after epoch"] + [str(e) for e in marks] + ["best (epoch)"], rows)
 
 
+# ---- distillation ----
+
+KIND_ROWS = {"teacher": 0, "ensemble": 1, "student": 2}
+VARIANT_ORDER = ("gold", "soft", "topk", "silver")
+STUDENT_COLUMNS = [
+    "model",
+    "test F1",
+    "seeds",
+    "dev F1",
+    "Δ test F1 vs gold student",
+    "chars/s, batch 64, 1 thread",
+    "train s (median)",
+]
+
+
+def distillation_groups(records: Dict[str, Record], dataset: str) -> Dict[str, List[str]]:
+    """GROUP -> its records' ids in the table's order (teachers, ensemble, students gold, soft, topk, silver)."""
+    groups: Dict[str, List[str]] = {}
+    for rid, rec in records.items():
+        if rec["question"] == "accuracy" and rec.get("dataset") == dataset and "distillation" in rec["setup"]:
+            groups.setdefault(rec["setup"]["distillation"], []).append(rid)
+
+    def order(rid: str) -> Tuple:
+        s = records[rid]["setup"]
+        variant = s.get("variant") or ""
+        rank = VARIANT_ORDER.index(variant) if variant in VARIANT_ORDER else len(VARIANT_ORDER)
+        number = re.search(r"(\d+)$", rid)  # teacher0, teacher1, ..., teacher10
+        return (KIND_ROWS.get(s.get("kind"), 9), rank, variant, int(number.group(1)) if number else 0, rid)
+
+    return {group: sorted(rids, key=order) for group, rids in sorted(groups.items())}
+
+
+def group_setting(records: Dict[str, Record], rids: Sequence[str], key: str) -> Any:
+    """A setting of a distillation group: the first of its records' setups that holds it."""
+    return next((records[r]["setup"][key] for r in rids if records[r]["setup"].get(key) is not None), None)
+
+
+def group_gold(records: Dict[str, Record], rids: Sequence[str]) -> Optional[str]:
+    """The id of the group's gold student: its own, or the ordinary accuracy record its `gold_record` names."""
+    own = [
+        r for r in rids if records[r]["setup"].get("kind") == "student" and records[r]["setup"].get("variant") == "gold"
+    ]
+    return own[0] if own else group_setting(records, rids, "gold_record")
+
+
+def gold_delta(records: Dict[str, Record], rid: str, gold: Optional[str]) -> Optional[float]:
+    """Test F1 of the ensemble or a student (not the gold one) less the gold student's; None for other rows."""
+    s = records[rid]["setup"]
+    compared = s.get("kind") == "ensemble" or (s.get("kind") == "student" and s.get("variant") != "gold")
+    if gold is None or gold not in records or not compared:
+        return None
+    return round(records[rid]["figures"]["test_f1"]["mean"] - records[gold]["figures"]["test_f1"]["mean"], 2)
+
+
+def derived_numbers(records: Dict[str, Record]) -> List[float]:
+    """The figures the tables compute rather than read (the students table's Δ test F1), for the check
+    that every number of a table comes from the records."""
+    out = []
+    for d in DATASETS:
+        for rids in distillation_groups(records, d).values():
+            gold = group_gold(records, rids)
+            out += [x for x in (gold_delta(records, r, gold) for r in rids) if x is not None]
+    return out
+
+
+def student_row(rec: Record, model: str, delta: Optional[float]) -> List[str]:
+    fig = rec["figures"]
+    dev = fig.get("dev_f1", {}).get("mean")
+    return [
+        model,
+        f1(rec),
+        ", ".join(map(str, rec["seeds"])) or "–",
+        num(dev, 2) if dev is not None else "–",
+        "" if delta is None else f"{delta:+.2f}",
+        num(fig.get("test_chars_per_s", {}).get("median")),
+        train_seconds(rec),
+    ]
+
+
+def student_block(t: Tables, dataset: str, group: str, rids: List[str]) -> str:
+    """One distillation run: a line naming it, then its table (references, teachers, ensemble, students)."""
+    records = t.records
+    student_ids = [r for r in rids if records[r]["setup"].get("kind") == "student"]
+    gold = group_gold(records, rids)
+    rows = []
+    for rid in dict.fromkeys(group_setting(records, rids, "reference_records") or []):
+        rec = t.get(rid)
+        rows.append(student_row(rec, f"reference: {rec['title']}", None))
+    # A run without its own gold student takes the gold row from an ordinary accuracy record (`gold_record`),
+    # which must have trained the student's architecture on the same dataset for as many epochs.
+    borrowed = None
+    if gold is not None and gold not in rids:
+        other = t.get(gold)
+        for rid in student_ids:
+            for key, have, want in (
+                ("dataset", other.get("dataset"), records[rid].get("dataset")),
+                ("architecture", other["setup"].get("architecture"), records[rid]["setup"].get("architecture")),
+                ("epochs", other["setup"].get("epochs"), records[rid]["setup"].get("epochs")),
+            ):
+                if have != want:
+                    raise ValueError(f"{rid}: its gold_record {gold} has {key} {have!r}, the student {want!r}")
+        if student_ids:
+            name = records[student_ids[0]]["setup"]["row"].split(": ", 1)[0]
+        else:
+            name = "student" + (f" {Path(other['setup']['config']).name}" if other["setup"].get("config") else "")
+        borrowed = student_row(other, f"{name}: gold (record `{gold}`)", None)
+    for rid in rids:
+        if borrowed and rid == (student_ids or [None])[0]:
+            rows.append(borrowed)
+        rec = t.get(rid)
+        rows.append(student_row(rec, rec["setup"].get("row") or rec["title"], gold_delta(records, rid, gold)))
+    if borrowed and not student_ids:
+        rows.append(borrowed)
+
+    first = records[(student_ids or rids)[0]]
+    about = [first["setup"].get("architecture"), first["setup"].get("inputs"), epochs(first)]
+    settings = []
+    for key, label in (
+        ("soft_weight", "α = "),
+        ("temperature", "T = "),
+        ("top_k", "K = "),
+        ("silver_ratio", "silver ratio "),
+    ):
+        value = group_setting(records, rids, key)
+        variant = {"top_k": "topk", "silver_ratio": "silver"}.get(key)
+        if value is not None and (
+            variant is None or any(records[r]["setup"].get("variant") == variant for r in student_ids)
+        ):
+            settings.append(f"{label}{value:g}")
+    caption = f"**{DATASET_NAMES[dataset]}**, `{group}`: students {', '.join(x for x in about if x)}"
+    caption += f"; {', '.join(settings)}" if settings else ""
+    return f"{caption}\n\n{table(STUDENT_COLUMNS, rows)}"
+
+
+def students(t: Tables) -> str:
+    """Students beside their teachers: one block per distillation run (records sharing `setup.distillation`),
+    Resume's first, then Weibo's, MSRA's. Two optional setup keys of a run's records: `gold_record`, the id of an
+    ordinary accuracy record that stands for a gold student the run did not train, and `reference_records`,
+    ids of accuracy records shown at the top of the block."""
+    out = []
+    for d in DATASETS:
+        for group, rids in distillation_groups(t.records, d).items():
+            out.append(student_block(t, d, group, rids))
+    return "\n\n".join(out) if out else table(STUDENT_COLUMNS, [])
+
+
 # Tables that gather figures shown again, with their provenance, further down.
 SUMMARIES = ("headline", "headline-speed")
 
@@ -695,6 +841,7 @@ TABLES: Dict[str, Callable[[Tables], str]] = {
     "accuracy-msra": lambda t: accuracy_by_dataset(t, "msra"),
     "pretrained-inputs": pretrained_inputs,
     "dev-curves": dev_curves,
+    "students": students,
     "calibration": calibration,
     "cpu-inference": cpu_inference,
     "probabilities-cost": probabilities_cost,
@@ -755,7 +902,8 @@ def fill(template: str, t: Tables) -> str:
         if name in SUMMARIES:
             cited = ", ".join(f"`{rid}`" for rid in t.used if t.records[rid]["question"] != "reference")
             return f"{body}\n\nFrom the records {cited}; their commands are under the tables below."
-        return f"{body}\n\n{provenance(t, list(t.used))}"
+        cited = provenance(t, list(t.used))
+        return f"{body}\n\n{cited}" if cited else body
 
     def value(match: "re.Match[str]") -> str:
         rid, path, spec = match.group(1), match.group(2), match.group(3)

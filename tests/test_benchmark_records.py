@@ -191,3 +191,125 @@ def test_distillation_records_render():
     )
     text = rendered("accuracy-weibo", single, *records)
     assert len(text.splitlines()) == 3
+
+
+def distillation_made_up(variants: List[str], ensemble: Optional[float] = 71.2, **extra: Any) -> List[Dict[str, Any]]:
+    """The records of one made-up Weibo run: two teachers, their ensemble, students of `variants`
+    (test F1 60, 61, 62 over the seeds for gold, 1 more for each variant after it); `extra` goes into
+    every record's setup."""
+    import distillation
+
+    settings = {"teachers": ["a", "b"], "soft_weight": 0.5, "temperature": 1.0, "silver_ratio": 1.0}
+    teachers = [{"path": p, "test_f": 70.1 + k, "dev_f": 72.0, "chars_per_s": 900.0} for k, p in enumerate("ab")]
+    order = ["gold", "soft", "topk", "silver"]
+    students = {v: [run_result(60.0 + order.index(v) + s) for s in (0, 1, 2)] for v in variants}
+    made = distillation.distillation_records(
+        "weibo", "weibo_dcsan.cfg", 10, [0, 1, 2], settings, teachers, ensemble, students
+    )
+    return [
+        made_up(
+            rid,
+            "accuracy",
+            figures,
+            title=f"Weibo, distillation: {setup['row']}",
+            dataset="weibo",
+            seeds=seeds,
+            setup={**setup, **extra},
+        )
+        for rid, seeds, setup, figures in made
+    ]
+
+
+def rows_of(text: str) -> Dict[str, List[str]]:
+    """The students table's rows by their model cell."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("| ") and not line.startswith("| model |"):
+            cells = [c.strip() for c in line.strip("|").split(" | ")]
+            out[cells[0]] = cells[1:]
+    return out
+
+
+def test_students_table_shows_every_row_of_a_run():
+    records = distillation_made_up(["silver", "topk", "gold", "soft"])
+    text = render.TABLES["students"](render.Tables({r["id"]: r for r in records}))
+    assert text.startswith("**Weibo**, `weibo-weibo-dcsan-10ep-s012`: students DC-SAN, embedded defaults, 10 epochs")
+    rows = rows_of(text)
+    row = {r["setup"]["variant"] or r["setup"]["row"]: r["setup"]["row"] for r in records}
+    assert list(rows) == [row[k] for k in ("teacher: a", "teacher: b", row["ensemble of 2 (mean marginals)"])] + [
+        row[v] for v in ("gold", "soft", "topk", "silver")
+    ]
+    # test F1, seeds, dev F1, Δ test F1 against gold, chars/s, train s
+    assert rows[row["gold"]] == ["61.00 ± 1.00", "0, 1, 2", "62.00", "", "1,200", "460"]
+    assert [rows[row[v]][3] for v in ("soft", "topk", "silver")] == ["+1.00", "+2.00", "+3.00"]
+    assert rows["ensemble of 2 (mean marginals)"] == ["71.20", "–", "–", "+10.20", "–", "–"]
+    assert rows["teacher: a"] == ["70.10", "–", "72.00", "", "900", "–"]
+    assert sorted(render.derived_numbers({r["id"]: r for r in records})) == [1.0, 2.0, 3.0, 10.2]
+
+
+def test_students_table_renders_a_run_without_some_variants():
+    records = distillation_made_up(["soft"], ensemble=None)
+    rows = rows_of(render.TABLES["students"](render.Tables({r["id"]: r for r in records})))
+    assert list(rows) == [r["setup"]["row"] for r in records]
+    assert rows[records[-1]["setup"]["row"]][3] == "", "no gold student: no Δ"
+    assert render.derived_numbers({r["id"]: r for r in records}) == []
+    less = distillation_made_up(["gold", "silver"])
+    rows = rows_of(render.TABLES["students"](render.Tables({r["id"]: r for r in less})))
+    assert list(rows)[-2:] == [less[-2]["setup"]["row"], less[-1]["setup"]["row"]]
+    assert rows[less[-1]["setup"]["row"]][3] == "+3.00"
+
+
+def test_students_table_takes_gold_from_an_accuracy_record_and_shows_references():
+    gold_id, reference_id = "accuracy-weibo-dcsan-defaults-10ep-s012", "accuracy-weibo-flat-defaults-3ep-s012-m3e-small"
+    records = distillation_made_up(["soft"], gold_record=gold_id, reference_records=[reference_id])
+    gold = made_up(
+        gold_id,
+        "accuracy",
+        {"test_f1": {"mean": 60.5, "sd": 0.4, "per_seed": [60.1, 60.5, 60.9]}, "dev_f1": {"mean": 62.5}},
+        title="Weibo, DC-SAN, embedded defaults, 10 epochs",
+        dataset="weibo",
+        seeds=[0, 1, 2],
+        setup={"architecture": "DC-SAN", "inputs": "embedded defaults", "epochs": 10, "kind": "defaults"},
+    )
+    reference = made_up(
+        reference_id,
+        "accuracy",
+        {"test_f1": {"mean": 68.9, "sd": 0.7, "per_seed": [68.2, 68.9, 69.6]}, "dev_f1": {"mean": 70.3}},
+        title="Weibo, FLAT + m3e-small, embedded defaults, 3 epochs",
+        dataset="weibo",
+        seeds=[0, 1, 2],
+        setup={"architecture": "FLAT", "inputs": "embedded defaults", "epochs": 3, "transformer": "m3e-small"},
+    )
+    t = render.Tables({r["id"]: r for r in [*records, gold, reference]})
+    rows = rows_of(render.TABLES["students"](t))
+    models = list(rows)
+    assert models[0] == "reference: Weibo, FLAT + m3e-small, embedded defaults, 3 epochs"
+    assert rows[models[0]][:3] == ["68.90 ± 0.70", "0, 1, 2", "70.30"]
+    assert models[1:] == ["teacher: a", "teacher: b", "ensemble of 2 (mean marginals)", *models[4:]]
+    assert models[4:] == [f"student weibo_dcsan.cfg: gold (record `{gold_id}`)", records[-1]["setup"]["row"]]
+    assert rows[models[4]][0] == "60.50 ± 0.40" and rows[models[4]][3] == ""
+    assert rows[models[5]][3] == "+1.50", "the soft student (62.00) against the record's gold (60.50)"
+    assert rows["ensemble of 2 (mean marginals)"][3] == "+10.70"
+    assert gold_id in t.used and reference_id in t.used, "the borrowed records are cited under the table"
+    # The accuracy tables still show both records; the run's own records stay out of them.
+    assert len(rendered("accuracy-weibo", *records, gold, reference).splitlines()) == 4
+
+
+def test_students_table_refuses_a_gold_record_of_another_budget():
+    gold_id = "accuracy-weibo-dcsan-defaults-3ep-s0"
+    records = distillation_made_up(["soft"], gold_record=gold_id)
+    gold = made_up(
+        gold_id,
+        "accuracy",
+        {"test_f1": {"mean": 55.0}},
+        dataset="weibo",
+        seeds=[0],
+        setup={"architecture": "DC-SAN", "inputs": "embedded defaults", "epochs": 3},
+    )
+    with pytest.raises(ValueError, match="epochs"):
+        render.TABLES["students"](render.Tables({r["id"]: r for r in [*records, gold]}))
+
+
+def test_students_table_without_runs_is_its_header():
+    text = render.TABLES["students"](render.Tables({}))
+    assert text.splitlines()[0].startswith("| model | test F1 |") and len(text.splitlines()) == 2
