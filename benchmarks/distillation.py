@@ -29,6 +29,8 @@ accuracy-distillation-GROUP-ROW, ROW one of teacher0, teacher1, ..., ensemble, g
     variant       the student's: "gold", "soft", "topk" or "silver" (null for teachers and the ensemble)
     architecture, inputs, epochs   as accuracy.py's records (the student's config; "teacher" / "ensemble")
     teachers, soft_weight, temperature, silver_ratio, top_k   the distillation's settings
+    gold_record   (--gold-record, without the gold variant) the accuracy record that stands for the gold row
+    reference_records   (--reference) accuracy records shown above the group, e.g. FLAT on m3e-small
 
 `distillation_records` builds them from the measured numbers.
 """
