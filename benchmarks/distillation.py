@@ -20,7 +20,7 @@ checkpoints in OUTPUT, so the same command run again goes on from where it stopp
 Each row is also written as a result record of question "accuracy" (benchmarks/results.py; --results DIR:
 elsewhere), one record a row, so that each carries accuracy's figures (test_f1 {mean[, sd], per_seed},
 dev_f1, and for students train_s and test_chars_per_s as accuracy.seeds_figures makes them). The records of
-one run share `setup.distillation`, the run's name GROUP = DATASET-STUDENT_CONFIG-Nep-sSEEDS, and are named
+one run share `setup.distillation`, the run's name GROUP = DATASET-STUDENT_CONFIG-Nep-sSEEDS[-TAG], and are named
 accuracy-distillation-GROUP-ROW, ROW one of teacher0, teacher1, ..., ensemble, gold, soft, topk, silver. Their setup:
 
     distillation  GROUP: a students table gathers the records that share it
@@ -154,6 +154,7 @@ def distillation_records(
     raw: bool = False,
     gold_record: Optional[str] = None,
     reference_records: Sequence[str] = (),
+    tag: str = "",
 ) -> List[Row]:
     """(id, seeds, setup, figures) of each row's record (the shape in this module's docstring).
 
@@ -161,11 +162,12 @@ def distillation_records(
     with one teacher); students: variant -> accuracy.run's results over the seeds; settings: teachers,
     soft_weight, temperature, silver_ratio, top_k; gold_record: an accuracy record of the student's config,
     inputs and epochs that stands for the gold row when the run has none; reference_records: accuracy
-    records shown above the group (e.g. FLAT on m3e-small).
+    records shown above the group (e.g. FLAT on m3e-small); tag: ends the group's name, so runs of the
+    same student with other teachers or settings keep records of their own.
     """
     stem = Path(student_config).stem
     arch = slug(stem.split("_", 1)[1]) if "_" in stem else "flat"
-    group = slug(dataset, stem, f"{epochs}ep", "s" + "".join(map(str, seeds)))
+    group = slug(dataset, stem, f"{epochs}ep", "s" + "".join(map(str, seeds)), tag)
     # As accuracy.py's records name them: "wiki-words + own-bigrams-raw".
     label = " + ".join(inputs) + ("-raw" if raw else "") if inputs else "embedded defaults"
     common = {"distillation": group, "epochs": epochs, **settings}
@@ -274,6 +276,7 @@ def main() -> None:
         "--gold-record", default=None, help="without the gold variant: the accuracy record that stands for its row"
     )
     parser.add_argument("--reference", nargs="*", default=[], help="accuracy records shown above the group")
+    parser.add_argument("--tag", default="", help="ends the group's name (other teachers or settings, same student)")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON", help="more config overrides")
     results_option(parser)
     args = parser.parse_args()
@@ -347,6 +350,7 @@ def main() -> None:
         args.raw_tables,
         args.gold_record,
         args.reference,
+        args.tag,
     )
     for rid, seeds, setup, figures in made:
         title = f"{args.dataset.capitalize() if args.dataset != 'msra' else 'MSRA'}, distillation: {setup['row']}"
