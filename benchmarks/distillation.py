@@ -276,6 +276,7 @@ def main() -> None:
         "--gold-record", default=None, help="without the gold variant: the accuracy record that stands for its row"
     )
     parser.add_argument("--reference", nargs="*", default=[], help="accuracy records shown above the group")
+    parser.add_argument("--notes", default="", help="said in every record, e.g. the commands that trained the teachers")
     parser.add_argument("--tag", default="", help="ends the group's name (other teachers or settings, same student)")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON", help="more config overrides")
     results_option(parser)
@@ -363,6 +364,7 @@ def main() -> None:
             seeds=seeds,
             setup=setup,
             load_before=load,
+            notes=args.notes,
             out_dir=args.results,
         )
 

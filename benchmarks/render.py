@@ -866,25 +866,42 @@ TABLES: Dict[str, Callable[[Tables], str]] = {
 
 
 def provenance(t: Tables, ids: Sequence[str]) -> str:
-    """Where a table's figures come from: the machine once, then one line per record."""
+    """Where a table's figures come from: the machine once, then one line per run (the records that one
+    command wrote at one time, such as a distillation run's one a row, share its line)."""
     machines = {t.records[i]["machine"] for i in ids if t.records[i]["question"] != "reference"}
     same = len(machines) == 1
-    lines = [f"Machine: {next(iter(machines))}."] if same else []
+    lines: List[str] = [f"Machine: {next(iter(machines))}."] if same else []
+    runs: Dict[Tuple[str, ...], List[str]] = {}
+    slots: Dict[Tuple[str, ...], int] = {}
     for rid in ids:
         rec = t.records[rid]
         if rec["question"] == "reference":
             lines.append(f"- {rec['title']}: {rec['source']}.")
             continue
-        code = ", ".join(x for x in (rec.get("version") and f"spacy-flat {rec['version']}", rec.get("commit")) if x)
-        threads = "" if rec.get("threads") is None else f", {rec['threads']} thread{'s' if rec['threads'] != 1 else ''}"
-        load = rec["load"]
-        said = [f"{k} {load[k]:.2f}" for k in ("before", "after") if load.get(k) is not None]
-        load_text = f"; load average {', '.join(said)}" if said else ""
-        load_text += f"; {load['note']}" if load.get("note") else ""
-        where = "" if same else f"; {rec['machine']}"
-        note = f" {rec['notes']}" if rec.get("notes") else ""
-        lines.append(f"- `{rec['command']}` ({rec['date']}, {code}{threads}{load_text}{where}; `{rid}`).{note}")
+        key = (rec["command"], rec["date"], str(rec.get("commit")), repr(sorted(rec["load"].items())), rec["machine"])
+        if key not in runs:
+            slots[key] = len(lines)
+            lines.append("")
+        runs.setdefault(key, []).append(rid)
+    for key, rids in runs.items():
+        lines[slots[key]] = run_line(t, rids, same)
     return "\n".join(lines)
+
+
+def run_line(t: Tables, rids: Sequence[str], same_machine: bool) -> str:
+    """RETURNS (str): The provenance line of one run's records: command, date, code, threads, load, ids."""
+    rec = t.records[rids[0]]
+    code = ", ".join(x for x in (rec.get("version") and f"spacy-flat {rec['version']}", rec.get("commit")) if x)
+    threads = "" if rec.get("threads") is None else f", {rec['threads']} thread{'s' if rec['threads'] != 1 else ''}"
+    load = rec["load"]
+    said = [f"{k} {load[k]:.2f}" for k in ("before", "after") if load.get(k) is not None]
+    load_text = f"; load average {', '.join(said)}" if said else ""
+    load_text += f"; {load['note']}" if load.get("note") else ""
+    where = "" if same_machine else f"; {rec['machine']}"
+    notes = " ".join(dict.fromkeys(t.records[r]["notes"] for r in rids if t.records[r].get("notes")))
+    names = ", ".join(f"`{r}`" for r in rids)
+    note = f" {notes}" if notes else ""
+    return f"- `{rec['command']}` ({rec['date']}, {code}{threads}{load_text}{where}; {names}).{note}"
 
 
 def lookup(rec: Record, path: str) -> Any:

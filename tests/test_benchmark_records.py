@@ -313,3 +313,20 @@ def test_students_table_refuses_a_gold_record_of_another_budget():
 def test_students_table_without_runs_is_its_header():
     text = render.TABLES["students"](render.Tables({}))
     assert text.splitlines()[0].startswith("| model | test F1 |") and len(text.splitlines()) == 2
+
+
+F1 = {"test_f1": {"mean": 50.0}}
+
+
+def test_provenance_names_one_run_once():
+    """Records one command wrote at one time share a line that names them all; another run has its own."""
+    first = made_up("a-1", "accuracy", F1, setup={})
+    second = made_up("a-2", "accuracy", F1, setup={})
+    other = {**made_up("b-1", "accuracy", F1, setup={}), "date": "2026-01-02"}
+    noted = {**made_up("a-3", "accuracy", F1, setup={}), "notes": "Teachers trained beforehand."}
+    t = render.Tables({r["id"]: r for r in (first, second, other, noted)})
+    lines = render.provenance(t, ["a-1", "b-1", "a-2", "a-3"]).splitlines()
+    assert lines[0] == "Machine: a CPU."
+    assert lines[1].endswith("; `a-1`, `a-2`, `a-3`). Teachers trained beforehand.")
+    assert lines[2].endswith("; `b-1`).") and "2026-01-02" in lines[2]
+    assert len(lines) == 3
