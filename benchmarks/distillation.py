@@ -128,14 +128,21 @@ def make_silver(teacher: object, data: Dict[str, Path], args: argparse.Namespace
 def silver_schedule(base: Path, train: Path, silver: Path, ratio: float, epochs: int) -> Dict[str, int]:
     """The schedule of a student whose epoch is the gold corpus plus `ratio` silver sentences per gold one
     (`spacy-flat.gold_and_silver.v1`): counted on the gold batches and on the share of the silver
-    batches an epoch reads, so the rate decays to zero at the end of the student's own last epoch."""
+    batches an epoch reads, so the rate decays to zero at the end of the student's own last epoch.
+
+    The epoch's steps are rounded up to a multiple of the evaluations per epoch the config makes on
+    gold alone, so it is evaluated as often: left to `epoch_schedule`, an epoch of a prime number of
+    steps would be evaluated at every step.
+    """
     gold_docs = len(DocBin().from_disk(train))
     silver_docs = len(DocBin().from_disk(silver))
     used = min(silver_docs, round(ratio * gold_docs))
     silver_batches = count_batches(base, silver) * used / max(1, silver_docs) if used else 0
-    steps = count_batches(base, train) + round(silver_batches)
+    gold_steps = count_batches(base, train)
     eval_frequency = int(Config().from_disk(base)["training"]["eval_frequency"])
-    return epoch_schedule(steps, epochs, eval_frequency)
+    evaluations = max(1, round(gold_steps / min(eval_frequency, gold_steps)))
+    steps = -(-(gold_steps + round(silver_batches)) // evaluations) * evaluations
+    return epoch_schedule(steps, epochs, steps // evaluations)
 
 
 Row = Tuple[str, List[int], Dict[str, Any], Dict[str, Any]]
