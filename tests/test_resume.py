@@ -226,6 +226,39 @@ def test_resuming_with_a_changed_training_file_is_refused_naming_it(data: Path, 
         run_quietly(short_run, overrides(data, 6, **{"paths.train": str(changed)}), CheckpointSettings())
 
 
+def test_resuming_with_a_settings_file_moved_goes_on_and_with_its_content_changed_is_refused(
+    data: Path, tmp_path: Path
+):
+    """A file a setting names (here the lexicon) is compared by content: the same words under another
+    path resume the run; other words under the same path are refused, naming the setting and file."""
+    first, moved = tmp_path / "words.txt", tmp_path / "elsewhere" / "words.txt"
+    shutil.copy(data / "words.txt", first)
+    output = tmp_path / "out"
+
+    def lexicon(path: Path, steps: int) -> Dict[str, Any]:
+        return overrides(
+            data,
+            steps,
+            **{
+                "initialize.components.flat_ner.lexicon": {
+                    "@misc": "spacy-flat.word_list_lexicon.v1",
+                    "path": str(path),
+                }
+            },
+        )
+
+    run_quietly(output, lexicon(first, 2), CheckpointSettings(steps=2, minutes=0))
+    moved.parent.mkdir()
+    first.rename(moved)
+    log = run_quietly(output, lexicon(moved, 4), CheckpointSettings(steps=2, minutes=0)).replace("\n", " ")
+    assert "initialize.components.flat_ner.lexicon.path moved:" in log and "(the same content)" in log
+    moved.write_text("北京大学\n上海\n", encoding="utf8")
+    with pytest.raises(ResumeRefusedError) as refused:
+        run_quietly(output, lexicon(moved, 6), CheckpointSettings(steps=2, minutes=0))
+    message = str(refused.value)
+    assert f"initialize.components.flat_ner.lexicon.path: the content of {moved} changed (sha256 " in message
+
+
 def test_resuming_with_other_library_versions_is_refused(data: Path, short_run: Path, monkeypatch: pytest.MonkeyPatch):
     import spacy_flat.training.fingerprint as fingerprint_module
 

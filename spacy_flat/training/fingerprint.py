@@ -14,11 +14,15 @@ difference, naming it, except for the settings in `ALLOWED_ON_RESUME`:
 
 The `[paths]` section and the corpora's `path` settings are left out of the comparison: the data is
 compared by the sha256 of the files' content, so moving the files is allowed and changing them is not.
+Other settings that name a file or a folder (word vectors, a bigram table, a lexicon) are compared the
+same way: the checkpoint keeps the digest of what they name, so the same file under another path is
+the same run, and another file under the same path is not.
 """
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from spacy.util import load_model_from_config, resolve_dot_names
 from thinc.api import Config
@@ -47,18 +51,21 @@ class Fingerprint:
     """config (Dict[str, Any]): The interpolated config, flattened to dotted keys.
     data (Dict[str, Dict[str, str]]): "train"/"dev" -> file path -> sha256.
     versions (Dict[str, str]): Library -> version.
+    files (Dict[str, str]): Config key -> sha256 of the file or folder its value names.
     """
 
     config: Dict[str, Any]
     data: Dict[str, Dict[str, str]]
     versions: Dict[str, str] = field(default_factory=dict)
+    files: Dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"config": self.config, "data": self.data, "versions": self.versions}
+        return {"config": self.config, "data": self.data, "versions": self.versions, "files": self.files}
 
     @classmethod
     def from_dict(cls, data: Dict[str, Any]) -> "Fingerprint":
-        return cls(data["config"], data["data"], data["versions"])
+        # Checkpoints written before file settings were digested have no "files".
+        return cls(data["config"], data["data"], data["versions"], data.get("files", {}))
 
 
 def versions() -> Dict[str, str]:
@@ -93,7 +100,8 @@ def fingerprint(config: Config) -> Fingerprint:
     flat = {
         key: value for key, value in _flatten(interpolated) if not key.startswith("paths.") and key not in data_keys
     }
-    return Fingerprint(flat, data, versions())
+    files = {key: digest for key, value in flat.items() if (digest := path_digest(value)) is not None}
+    return Fingerprint(flat, data, versions(), files)
 
 
 def compare(saved: Fingerprint, current: Fingerprint) -> Tuple[List[str], List[str]]:
@@ -110,9 +118,15 @@ def compare(saved: Fingerprint, current: Fingerprint) -> Tuple[List[str], List[s
             refused.append(f"{name} version changed: {old} -> {new}")
     for key in sorted(set(saved.config) | set(current.config)):
         old, new = saved.config.get(key, "(absent)"), current.config.get(key, "(absent)")
-        if old != new:
+        old_digest = saved.files.get(key) or (path_digest(old) if old != new else None)
+        new_digest = current.files.get(key)
+        if old != new and old_digest is not None and old_digest == new_digest:
+            allowed.append(f"{key} moved: {old!r} -> {new!r} (the same content)")
+        elif old != new:
             change = f"{key} changed: {old!r} -> {new!r}"
             (allowed if key.startswith(ALLOWED_ON_RESUME) else refused).append(change)
+        elif old_digest is not None and new_digest is not None and old_digest != new_digest:
+            refused.append(f"{key}: the content of {new} changed (sha256 {_short(old_digest)} -> {_short(new_digest)})")
     for split in ("train", "dev"):
         old_files, new_files = saved.data.get(split, {}), current.data.get(split, {})
         if sorted(old_files.values()) == sorted(new_files.values()):
@@ -160,6 +174,26 @@ def _hash_corpus(reader: Any) -> Dict[str, str]:
         )
     files = sorted(file for path in paths for file in walk_corpus(path, FILE_TYPE))
     return {str(Path(file).resolve()): sha256_file(Path(file)) for file in files}
+
+
+def path_digest(value: Any) -> Optional[str]:
+    """The sha256 of what a config value names, if it names an existing file or folder: a value
+    with a folder separator or a file suffix (so "zh" or "pytorch" never match a folder of that
+    name). A folder's digest covers its files' relative paths and contents.
+
+    RETURNS (Optional[str]): The hex digest, or None when the value names nothing on disk.
+    """
+    if not isinstance(value, str) or not value or ("/" not in value and not Path(value).suffix):
+        return None
+    path = Path(value)
+    if path.is_file():
+        return sha256_file(path)
+    if not path.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(path).as_posix()}\0{sha256_file(file)}\n".encode())
+    return digest.hexdigest()
 
 
 def sha256_file(path: Path) -> str:
