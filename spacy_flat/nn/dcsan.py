@@ -13,6 +13,8 @@ from typing import Optional
 import torch
 from torch import nn
 
+from .dropout import Dropout
+
 # The four word sets of a character: the words it Begins, is in the Middle of, Ends, or is (Single).
 SETS = ("B", "M", "E", "S")
 
@@ -71,7 +73,7 @@ class CrossLatticeAttention(nn.Module):
         self.w_xv = nn.Linear(width, width)
         self.w_t = nn.Linear(width, width)
         self.merge = nn.Linear(2 * width, width)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, y: torch.Tensor, x: torch.Tensor, char_mask: torch.Tensor) -> torch.Tensor:
         """y, x (B, C, d); char_mask (B, C) bool → X̃ (B, C, d)."""

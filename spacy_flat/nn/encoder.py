@@ -13,6 +13,7 @@ from torch.utils.checkpoint import checkpoint
 from ..settings import FlatSettings
 from .crf import ConstrainedCRF
 from .dcsan import DcsanInput
+from .dropout import Dropout
 from .embeddings import HashEmbedding, TypeEmbedding
 from .flat_layer import FlatLayer
 from .lattice_lstm import LatticeLstm
@@ -57,7 +58,7 @@ class FlatTagger(nn.Module):
         # A transformer-only model learns its input width at `configure`.
         self.char_proj = nn.Linear(max(1, self._char_input_width()), char_out)
         self.word_proj = nn.Linear(s.word_width, word_out)
-        self.embed_dropout = nn.Dropout(s.embed_dropout)
+        self.embed_dropout = Dropout(s.embed_dropout)
         # TENER: characters only, its own relative positions, no lattice position term.
         # DC-SAN: characters attended by their soft-lexicon word sets, then TENER's layers.
         self.tener = s.encoder in ("tener", "dcsan")
@@ -77,7 +78,7 @@ class FlatTagger(nn.Module):
             )
             for _ in range(0 if self.lattice else s.n_layers)
         )
-        self.output_dropout = nn.Dropout(s.output_dropout)
+        self.output_dropout = Dropout(s.output_dropout)
         self.output = nn.Linear(s.width, 1)
         self.crf: Optional[ConstrainedCRF] = None
 

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional, Tuple
 import torch
 from torch import nn
 
+from .dropout import Dropout
 from .position import RelativePositions
 from .position_scores import position_scores
 
@@ -42,7 +43,7 @@ class FlatAttention(nn.Module):
         self.u = nn.Parameter(torch.zeros(n_heads, self.head_width))
         self.v = nn.Parameter(torch.zeros(n_heads, self.head_width))
         self.w_o = nn.Linear(width, width)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(
         self,
@@ -89,11 +90,9 @@ class ResidualLayer(nn.Module):
         super().__init__()
         self.attention = self.attention_type(width, n_heads, dropout=attention_dropout, scaled=scaled)
         self.norm1 = nn.LayerNorm(width)
-        self.ffn = nn.Sequential(
-            nn.Linear(width, ffn_width), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ffn_width, width)
-        )
+        self.ffn = nn.Sequential(nn.Linear(width, ffn_width), nn.ReLU(), Dropout(dropout), nn.Linear(ffn_width, width))
         self.norm2 = nn.LayerNorm(width)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, *inputs: Any, n_queries: Optional[int] = None) -> torch.Tensor:
         """x (B, n, d) and what the attention reads besides it → (B, n, d).

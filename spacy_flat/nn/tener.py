@@ -18,6 +18,7 @@ import math
 import torch
 from torch import nn
 
+from .dropout import Dropout
 from .flat_layer import ResidualLayer, split_heads
 
 
@@ -47,7 +48,7 @@ class TenerAttention(nn.Module):
         self.w_v = nn.Linear(width, width)
         self.u = nn.Parameter(torch.zeros(n_heads, self.head_width))
         self.v = nn.Parameter(torch.zeros(n_heads, self.head_width))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, attend: torch.Tensor) -> torch.Tensor:
         """x (B, n, d); attend (B, n, n) bool → (B, n, d)."""
