@@ -113,7 +113,12 @@ def make_silver(teacher: object, data: Dict[str, Path], args: argparse.Namespace
     report = SilverReport()
     sentence_filter = SentenceFilter(held_back_texts([str(data["dev"]), str(data["test"])]))
     texts = (text for text, _ in read_texts(args.raw, TextFields(args.json_field, args.csv_column), report.sources))
-    settings = SilverSettings(min_probability=args.min_probability, max_sentences=args.max_silver)
+    settings = SilverSettings(
+        min_probability=args.min_probability,
+        max_sentences=args.max_silver,
+        max_with_entities=args.max_silver_entities,
+        empty_share=args.empty_share,
+    )
     docs = DocBin(store_user_data=True)
     for doc in silver_docs(teacher, texts, sentence_filter, settings, report):  # type: ignore[arg-type]
         docs.add(doc)
@@ -277,6 +282,12 @@ def main() -> None:
     parser.add_argument("--csv-column", default="text")
     parser.add_argument("--min-probability", type=float, default=0.9)
     parser.add_argument("--max-silver", type=int, default=0, help="at most this many silver sentences (0: all)")
+    parser.add_argument(
+        "--max-silver-entities", type=int, default=0, help="at most this many silver sentences with entities (0: all)"
+    )
+    parser.add_argument(
+        "--empty-share", type=float, default=SilverSettings().empty_share, help="share of sure empty sentences kept"
+    )
     parser.add_argument("--silver-ratio", type=float, default=1.0)
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument(

@@ -188,6 +188,36 @@ def test_silver_command_keeps_sure_sentences_never_a_held_back_one(teachers, tmp
     assert all(not d.ents for d in DocBin().from_disk(out).get_docs(flat.vocab))
 
 
+@pytest.mark.parametrize("cap", ["max_sentences", "max_with_entities"])
+def test_silver_caps_count_all_kept_sentences_or_those_with_entities(cap, monkeypatch):
+    """Out of domain most sure sentences are empty: a cap on all kept sentences fills with them, a
+    cap on those with entities keeps as many sentences with entities whatever the empty ones."""
+    from types import SimpleNamespace
+
+    import spacy_flat.distillation.silver as silver_module
+    from spacy_flat.distillation.settings import SilverSettings
+    from spacy_flat.pretraining.sentences import SentenceFilter
+
+    def entities(teacher, reference, docs):  # a sure PER wherever 张三 is named
+        return [[(0, 2, "PER", 0.99)] if doc.text.startswith("张三") else [] for doc in docs]
+
+    monkeypatch.setattr(silver_module, "ensemble_entities", entities)
+    teacher = SimpleNamespace(nlp=spacy.blank("zh"), component=None)
+    # Three empty sentences to every one with an entity.
+    texts = [f"张三第{i}次来到这里。" if i % 4 == 3 else f"今天第{i}次下雨了。" for i in range(80)]
+    settings = SilverSettings(empty_share=1.0, batch_size=8, **{cap: 5})
+    report = silver_module.SilverReport()
+    docs = list(silver_module.silver_docs(teacher, texts, SentenceFilter(), settings, report))
+    with_entities = [d for d in docs if d.ents]
+    assert report.kept == len(docs) and report.kept_without_entities == len(docs) - len(with_entities)
+    if cap == "max_sentences":
+        assert len(docs) == 5 and len(with_entities) == 1
+    else:
+        assert len(with_entities) == 5 and len(docs) == 20
+    summary = report.summary(SentenceFilter())
+    assert summary["dropped"]["read after the cap (max_sentences or max_with_entities) was reached"] > 0
+
+
 def test_gold_and_silver_corpus_takes_silver_in_the_ratio(tmp_path):
     from spacy.tokens import DocBin
     from spacy.util import registry

@@ -27,6 +27,12 @@ def add_commands(commands: Any) -> None:
     silver.add_argument("--min-probability", type=float, default=defaults.min_probability)
     silver.add_argument("--empty-share", type=float, default=defaults.empty_share)
     silver.add_argument("--max-sentences", type=int, default=defaults.max_sentences)
+    silver.add_argument(
+        "--max-with-entities",
+        type=int,
+        default=defaults.max_with_entities,
+        help="stop after this many kept sentences with entities (0: no limit)",
+    )
     silver.add_argument("--max-length", type=int, default=defaults.max_length)
     silver.add_argument("--gpu-id", type=int, default=-1)
     silver.add_argument("--no-progress", action="store_true")
@@ -51,6 +57,7 @@ def run_silver(args: argparse.Namespace, extra: Sequence[str] = ()) -> Dict[str,
         min_probability=args.min_probability,
         empty_share=args.empty_share,
         max_sentences=args.max_sentences,
+        max_with_entities=args.max_with_entities,
         max_length=args.max_length,
     )
     report = SilverReport()

@@ -18,6 +18,9 @@ class SilverSettings:
     empty_share (float): Share of the sure sentences without entities that are
         kept (chosen by a hash of the text, so a re-run keeps the same ones).
     max_sentences (int): Stop after this many kept sentences; 0 for no limit.
+    max_with_entities (int): Stop after this many kept sentences with entities;
+        0 for no limit. On text far from the training data most sure sentences
+        are empty, and a cap on all of them fills with the empty ones.
     min_han (int): Shorter sentences (in Han characters) are not read.
     max_length (int): Longer sentences (in characters) are passed over.
     batch_size (int): Sentences the teacher scores at once.
@@ -26,6 +29,7 @@ class SilverSettings:
     min_probability: float = 0.9
     empty_share: float = 0.2
     max_sentences: int = 0
+    max_with_entities: int = 0
     min_han: int = 4
     max_length: int = 200
     batch_size: int = 64

@@ -45,7 +45,7 @@ class SilverReport:
         dropped.update(sentence_filter.dropped)
         unjudged = self.read - self.judged - self.dropped["longer than max_length"]
         if unjudged:
-            dropped["read after max_sentences was reached"] = unjudged
+            dropped["read after the cap (max_sentences or max_with_entities) was reached"] = unjudged
         return {
             "documents": sum(self.sources.documents.values()),
             "skipped_records": dict(self.sources.skipped),
@@ -87,7 +87,7 @@ def silver_docs(
         if len(batch) == settings.batch_size:
             yield from _judge(teacher, reference, [nlp.make_doc(s) for s in batch], settings, report)
             batch = []
-        if settings.max_sentences and report.kept >= settings.max_sentences:
+        if _full(settings, report):
             return
     if batch:
         yield from _judge(teacher, reference, [nlp.make_doc(s) for s in batch], settings, report)
@@ -101,7 +101,7 @@ def _judge(
     report: SilverReport,
 ) -> Iterator[Doc]:
     for doc, spans in zip(docs, ensemble_entities(teacher, reference, docs)):
-        if settings.max_sentences and report.kept >= settings.max_sentences:
+        if _full(settings, report):
             return
         report.judged += 1
         if any(p < settings.min_probability for *_, p in spans):
@@ -117,6 +117,14 @@ def _judge(
         report.kept_without_entities += not spans
         report.entities.update(label for _, _, label, _ in spans)
         yield doc
+
+
+def _full(settings: SilverSettings, report: SilverReport) -> bool:
+    """Whether a cap on the kept sentences, all of them or those with entities, is reached."""
+    if settings.max_sentences and report.kept >= settings.max_sentences:
+        return True
+    with_entities = report.kept - report.kept_without_entities
+    return bool(settings.max_with_entities) and with_entities >= settings.max_with_entities
 
 
 def _sampled(text: str, share: float) -> bool:
