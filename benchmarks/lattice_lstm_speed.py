@@ -120,6 +120,17 @@ def main() -> None:
         median = statistics.median(found)
         print(f"| {label} | {median:.1f} | {min(found):.1f}–{max(found):.1f} | {median / base:.2f}x |")
     print(f"\nThe config's batches: {len(sizes)}, {statistics.mean(sizes):.1f} sentences on average.")
+    # A step's time as a fixed part and a part per sentence, from the rows of like-length batches
+    # (one sentence a step, the config's batcher at each size): what batching alone can reach.
+    fitted = [name for name in ways if name == "one sentence a step" or name.startswith("the config's batcher")]
+    per_batch = [statistics.mean(len(batch) for batch in ways[name]) for name in fitted]
+    step_ms = [1000 * n / statistics.median(rates[name]) for n, name in zip(per_batch, fitted)]
+    slope, intercept = statistics.linear_regression(per_batch, step_ms)
+    ceiling = 1000 / base / slope
+    print(
+        f"A step takes {intercept:.1f} ms + {slope:.2f} ms a sentence (least squares over {len(fitted)} rows); "
+        f"the released design {1000 / base:.1f} ms a sentence, so batches alone reach at most {ceiling:.1f}x."
+    )
     figures = {
         "rows": [
             {
@@ -136,6 +147,7 @@ def main() -> None:
         "baseline": rows[0][0],
         "ratio": round(statistics.median(rates["the config's batcher (like lengths together)"]) / base, 2),
         "batch_mean": round(statistics.mean(sizes), 1),
+        "fit": {"step_ms": round(intercept, 2), "sentence_ms": round(slope, 3), "ceiling": round(ceiling, 2)},
     }
     title = f"Lattice LSTM training, {len(egs)} {args.dataset} sentences: against the released design"
     record(

@@ -505,6 +505,17 @@ def lattice_lstm_batching(t: Tables) -> str:
     record = t.get("speed-cpu-lattice-lstm-training-resume")
     fig = record["figures"]
     rows = [[r["mode"], spread(r["sentences_per_s"], 1), f"{r['against_released']:.2f}×"] for r in fig["rows"]]
+    fit = fig.get("fit")
+    if fit:
+        # What batching alone can reach: a step's time fitted as fixed + per sentence.
+        rows.append(
+            [
+                f"a step fitted over the like-length rows: {fit['step_ms']:.1f} ms"
+                f" + {fit['sentence_ms']:.2f} ms a sentence",
+                "unbounded batches",
+                f"at most {fit['ceiling']:.2f}×",
+            ]
+        )
     sentences = record["setup"]["sentences"]
     rounds = record["setup"]["rounds"]
     columns = [
