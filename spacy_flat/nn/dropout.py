@@ -2,12 +2,13 @@
 
 On CPU, `torch.nn.Dropout` draws its mask with `bernoulli_`, one call of the
 generator per element; a uniform draw compared with the rate is vectorised and
-gives the same distribution. Measured on one thread (torch 2.13, fwd + bwd),
-the uniform draw takes a third to a half of the time at the sizes these models
-drop (embeddings, attention weights), which is a few percent of every training
-step of every architecture here. The masks come from the same generator, so a
-seed or a checkpoint's random state reproduces them; they are not the masks
-`nn.Dropout` would draw. On other devices the native fused kernel is used.
+gives the same distribution. On one thread (torch 2.13, forward and backward,
+`benchmarks/dropout_speed.py`) it takes about half the time at the shapes these
+models drop (embeddings, the Lattice LSTM's output, attention weights): a few
+percent of a DC-SAN or Lattice LSTM training step. The masks come from the same
+generator, so a seed or a checkpoint's random state reproduces them; they are
+not the masks `nn.Dropout` would draw. On other devices the native fused kernel
+is used.
 """
 
 from __future__ import annotations
