@@ -20,8 +20,10 @@ mode on every call, a walk over every submodule twice per batch (6% of
 `begin_update` sets train mode itself, and runs under `torch.inference_mode`.
 
 With plain SGD (no moments, no averages), the embedding tables are updated row by
-row: their gradients come back sparse (`nn.Embedding(sparse=True)`) and only the
-rows a batch read are clipped and stepped, as thinc's optimizer would step them.
+row: their gradients come back sparse (`nn.Embedding(sparse=True)` in every
+`begin_update`, so the first step of a run, or of a resumed one, is like every
+other) and only the rows a batch read are clipped and stepped, as thinc's
+optimizer would step them; other optimizers get them densified.
 thinc's step reads and writes the whole table several times over (L2 term, norm,
 update, copy back, zeroing), and the dense gradient is allocated and zeroed besides:
 for the Lattice LSTM's 3.7M table entries, at most a sixth of a training step on one CPU
@@ -58,12 +60,15 @@ class InPlacePyTorchShim(PyTorchShim):
         with torch.inference_mode(), torch.autocast(device_type="cuda", enabled=self._mixed_precision):
             return self._model(*inputs.args, **inputs.kwargs)
 
-    def finish_update(self, optimizer: Optimizer) -> None:
-        by_rows = plain_sgd(optimizer) and not self._mixed_precision
+    def begin_update(self, inputs: ArgsKwargs) -> Any:
+        # Sparse table gradients, except under mixed precision (its gradient scaler reads dense ones).
         for module in self._model.modules():
             if isinstance(module, torch.nn.Embedding):
-                # Read at the next forward pass: its gradient comes back sparse or dense.
-                module.sparse = by_rows
+                module.sparse = not self._mixed_precision
+        return super().begin_update(inputs)
+
+    def finish_update(self, optimizer: Optimizer) -> None:
+        by_rows = plain_sgd(optimizer)
         for name, param in self._model.named_parameters():
             grad = param.grad
             if grad is None:
