@@ -683,14 +683,22 @@ def dev_curves(t: Tables) -> str:
     ):
         rec = t.get(rid)
         curve = rec["figures"]["dev_curve"][0]
-        at = {round(epoch, 2): score for epoch, score in curve}
         best_epoch, best = max(curve, key=lambda point: point[1])
-        name = f"{rec['dataset'].capitalize() if rec['dataset'] != 'msra' else 'MSRA'}, {rec['setup']['architecture']}"
-        row = [f"{name}, {rec['setup'].get('inputs', '')}, {epochs(rec)}, seed {rec['seeds'][0]}"]
-        row += [num(at.get(float(e)), 1) if float(e) in at else "" for e in marks]
+        # Titles tell apart runs of the same architecture, inputs and budget (students, batchers).
+        group = rec["setup"].get("distillation")
+        name = f"{rec['title'].split(',')[0]}, students `{group}`: {rec['setup']['row']}" if group else rec["title"]
+        row = [f"{name}, seed {rec['seeds'][0]}"]
+        row += [num(at, 1) if at is not None else "" for at in (_at_epoch(curve, e) for e in marks)]
         row.append(f"{best:.1f} ({best_epoch:g})")
         rows.append(row)
     return table(["dev F1 after epoch"] + [str(e) for e in marks] + ["best (epoch)"], rows)
+
+
+def _at_epoch(curve: List[List[float]], epoch: int) -> Optional[float]:
+    """The dev F1 evaluated nearest a whole epoch, within a twentieth of one (a run
+    whose batcher splits an epoch unevenly evaluates a step or two off it)."""
+    epoch_at, score = min(curve, key=lambda point: abs(point[0] - epoch))
+    return score if abs(epoch_at - epoch) <= 0.05 else None
 
 
 # ---- distillation ----
