@@ -18,7 +18,7 @@ from .pipeline.component import FlatNER
 from .pipeline.factory import make_flat_ner
 from .pipeline.scorer import make_char_ner_scorer
 from .settings import FlatSettings
-from .training.schedules import warmup_linear_from_first_step
+from .training.schedules import epoch_decay, warmup_linear_from_first_step
 
 
 def _single_threaded_torch_in_child() -> None:
@@ -42,6 +42,7 @@ __all__ = [
     "create_word2vec_char_vectors",
     "create_word2vec_lexicon",
     "create_word_list_lexicon",
+    "epoch_decay",
     "make_char_ner_scorer",
     "make_flat_ner",
     "warmup_linear_from_first_step",

@@ -11,12 +11,14 @@ from spacy.util import load_config
 
 from spacy_flat.cli.convert import convert
 from spacy_flat.cli.main import main
-from spacy_flat.cli.schedule import count_batches, epoch_schedule, schedule_for
+from spacy_flat.cli.schedule import PER_EPOCH, count_batches, epoch_schedule, schedule_for
 from spacy_flat.errors import FlatError
+from spacy_flat.training.schedules import epoch_decay
 
 from .conftest import ROOT, TINY, tiny_records
 
 RESUME = ROOT / "configs" / "resume.cfg"
+LATTICE = ROOT / "configs" / "resume_lattice_lstm.cfg"
 
 
 @pytest.fixture()
@@ -47,6 +49,42 @@ def test_epoch_schedule_warms_up_one_epoch_and_ends_at_the_last_step():
     assert epoch_schedule(100, 5, 50)["training.optimizer.learn_rate.warmup_steps"] == 50
     with pytest.raises(FlatError):
         epoch_schedule(0, 5, 50)
+
+
+def test_epoch_decay_holds_each_epochs_rate_and_drops_it_by_the_share():
+    rates = epoch_decay(0.015, 0.05, steps_per_epoch=3)
+    first = [next(rates) for _ in range(9)]
+    assert first[:3] == [0.015] * 3
+    assert first[3:6] == pytest.approx([0.015 * 0.95] * 3)
+    assert first[6:] == pytest.approx([0.015 * 0.95**2] * 3)
+    # The registered name resolves to it, as a config's [training.optimizer.learn_rate].
+    resolved = spacy.util.registry.resolve(
+        {"rate": {"@schedules": "spacy-flat.epoch_decay.v1", "initial_rate": 1.0, "decay": 0.5, "steps_per_epoch": 1}}
+    )["rate"]
+    assert [next(resolved) for _ in range(3)] == [1.0, 0.5, 0.25]
+    for bad in ((0.05, 0), (1.0, 3)):
+        with pytest.raises(ValueError):
+            next(epoch_decay(0.1, *bad))
+
+
+def test_epoch_decay_configs_get_their_epoch_counted(tiny_corpus: Path, tmp_path: Path, capsys):
+    config = load_config(LATTICE)
+    config["training"]["optimizer"]["learn_rate"] = {
+        "@schedules": "spacy-flat.epoch_decay.v1",
+        "initial_rate": 0.15,
+        "decay": 0.05,
+        "steps_per_epoch": 362,
+    }
+    steps = count_batches(config, tiny_corpus)
+    overrides = schedule_for(config, tiny_corpus, epochs=30)
+    assert overrides == epoch_schedule(steps, 30, config["training"]["eval_frequency"], warmup=False)
+    assert overrides[PER_EPOCH] == steps and overrides["training.max_steps"] == 30 * steps
+    assert "training.optimizer.learn_rate.warmup_steps" not in overrides
+    config.to_disk(tmp_path / "decay.cfg")
+    assert main(["schedule", str(tmp_path / "decay.cfg"), str(tiny_corpus), "--epochs", "30"]) == 0
+    out = capsys.readouterr().out
+    assert f"the rate decays after every {steps} steps" in out
+    assert out.strip().splitlines()[-1].startswith(f"--{PER_EPOCH} {steps} ")
 
 
 def test_schedule_command_writes_a_config_that_trains_to_a_zero_rate(tiny_corpus: Path, tmp_path: Path, capsys):
@@ -82,7 +120,7 @@ def test_schedule_errors_name_the_file(tiny_corpus: Path, tmp_path: Path, capsys
         count_batches(RESUME, empty)
     config = load_config(RESUME)
     config["training"]["optimizer"]["learn_rate"] = 0.001
-    with pytest.raises(FlatError, match="not a warm-up schedule"):
+    with pytest.raises(FlatError, match="neither a warm-up schedule"):
         schedule_for(config, tiny_corpus)
 
 

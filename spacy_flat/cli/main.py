@@ -194,18 +194,26 @@ def _gpus_per_actor(value: Optional[str]) -> Union[float, str]:
 def _schedule(config: Path, train: Path, epochs: int, output: Optional[Path]) -> None:
     from spacy.util import load_config
 
-    from .schedule import EVAL, TOTAL, WARMUP, apply_overrides, schedule_for
+    from .schedule import EVAL, MAX_STEPS, PER_EPOCH, TOTAL, WARMUP, apply_overrides, schedule_for
 
     if not config.exists():
         raise FlatError(f"{config}: no such config")
     cfg = load_config(config)
     epochs = epochs or int(cfg["training"]["max_epochs"])
     overrides = schedule_for(cfg, train, epochs)
-    print(f"{overrides[TOTAL] // epochs} batches per epoch of {train} with the batcher of {config}; {epochs} epochs")
     print(
-        f"warm-up {overrides[WARMUP]} steps, rate zero at step {overrides[TOTAL]}, evaluate every {overrides[EVAL]}; "
-        "the run stops at that step, after evaluating it"
+        f"{overrides[MAX_STEPS] // epochs} batches per epoch of {train} with the batcher of {config}; {epochs} epochs"
     )
+    if PER_EPOCH in overrides:
+        print(
+            f"the rate decays after every {overrides[PER_EPOCH]} steps, evaluate every {overrides[EVAL]}; "
+            f"the run stops at step {overrides[MAX_STEPS]}, after evaluating it"
+        )
+    else:
+        print(
+            f"warm-up {overrides[WARMUP]} steps, rate zero at step {overrides[TOTAL]}, evaluate every "
+            f"{overrides[EVAL]}; the run stops at that step, after evaluating it"
+        )
     if output is None:
         print(" ".join(f"--{key} {value}" for key, value in overrides.items()))
     else:

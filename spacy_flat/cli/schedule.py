@@ -6,7 +6,8 @@ on. With `batch_by_padded` a batch holds as many sentences as fit its padded siz
 so the count depends on sentence lengths: 362 batches make an epoch of Resume,
 216 one of Weibo. A schedule that ends early trains its last epochs at a zero
 rate; one that ends late never decays. This module counts the batches the way
-`spacy train` makes them.
+`spacy train` makes them, for the configs' `warmup_linear.v1` (warm-up and decay
+in steps) and for `epoch_decay.v1` (the Lattice LSTM paper's decay per epoch).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..errors import FlatError
 
 WARMUP = "training.optimizer.learn_rate.warmup_steps"
 TOTAL = "training.optimizer.learn_rate.total_steps"
+PER_EPOCH = "training.optimizer.learn_rate.steps_per_epoch"
 EVAL = "training.eval_frequency"
 MAX_STEPS = "training.max_steps"
 MAX_EPOCHS = "training.max_epochs"
@@ -60,10 +62,12 @@ def count_batches(config: Union[Path, Config], train: Path) -> int:
     return sum(1 for _ in batcher(docs))
 
 
-def epoch_schedule(steps_per_epoch: int, epochs: int, eval_frequency: int) -> Dict[str, int]:
+def epoch_schedule(steps_per_epoch: int, epochs: int, eval_frequency: int, warmup: bool = True) -> Dict[str, int]:
     """Overrides for a `warmup_linear.v1` schedule of `epochs` epochs: warm-up for
     one epoch (at most a tenth of the run, as Table 6's 1-10 epochs of 100), linear
-    decay to zero at the last step, and at least one evaluation per epoch.
+    decay to zero at the last step, and at least one evaluation per epoch. For an
+    `epoch_decay.v1` schedule (`warmup` False), its epoch's length in steps and the
+    same run length and evaluations.
 
     The run is counted in steps, not epochs: `spacy train` evaluates at steps 0,
     f, 2f, … and never after its last update, so a run of whole epochs (steps 0
@@ -76,6 +80,7 @@ def epoch_schedule(steps_per_epoch: int, epochs: int, eval_frequency: int) -> Di
     epochs (int): Epochs in the run.
     eval_frequency (int): The config's evaluation interval, capped at an epoch
         and lowered, if need be, to divide the run's steps.
+    warmup (bool): True for a `warmup_linear.v1` schedule, False for `epoch_decay.v1`.
     RETURNS (Dict[str, int]): Dotted config keys and their values.
     """
     if steps_per_epoch < 1 or epochs < 1:
@@ -84,35 +89,33 @@ def epoch_schedule(steps_per_epoch: int, epochs: int, eval_frequency: int) -> Di
     every = min(eval_frequency, steps_per_epoch)
     while total % every:
         every -= 1
-    return {
-        WARMUP: min(steps_per_epoch, total // 10),
-        TOTAL: total,
-        EVAL: every,
-        MAX_STEPS: total,
-        MAX_EPOCHS: 0,
-    }
+    rate = {WARMUP: min(steps_per_epoch, total // 10), TOTAL: total} if warmup else {PER_EPOCH: steps_per_epoch}
+    return {**rate, EVAL: every, MAX_STEPS: total, MAX_EPOCHS: 0}
 
 
 def schedule_for(config: Union[Path, Config], train: Path, epochs: int = 0) -> Dict[str, int]:
     """The schedule overrides for training `config` on `train`.
 
-    config (Union[Path, Config]): A training config with a `warmup_linear.v1` rate.
+    config (Union[Path, Config]): A training config with a `warmup_linear.v1` or
+        an `epoch_decay.v1` rate.
     train (Path): The training DocBin.
     epochs (int): Epochs in the run; 0 for the config's `max_epochs`.
     RETURNS (Dict[str, int]): Dotted config keys and their values.
     """
     cfg = _config(config)
     rate = cfg["training"]["optimizer"].get("learn_rate")
-    if not isinstance(rate, dict) or "warmup_steps" not in rate or "total_steps" not in rate:
+    warmup = isinstance(rate, dict) and "warmup_steps" in rate and "total_steps" in rate
+    if not warmup and not (isinstance(rate, dict) and "steps_per_epoch" in rate):
         name = config if isinstance(config, Path) else "the config"
         raise FlatError(
-            f"{name}: [training.optimizer.learn_rate] is not a warm-up schedule with warmup_steps and "
-            "total_steps (such as warmup_linear.v1), so there is no step count to set"
+            f"{name}: [training.optimizer.learn_rate] is neither a warm-up schedule with warmup_steps and "
+            "total_steps (such as warmup_linear.v1) nor one with steps_per_epoch (epoch_decay.v1), so there "
+            "is no step count to set"
         )
     epochs = epochs or int(cfg["training"]["max_epochs"])
     if epochs < 1:
         raise FlatError(f"the config sets max_epochs = {epochs}: pass the number of epochs the run trains (--epochs)")
-    return epoch_schedule(count_batches(cfg, train), epochs, int(cfg["training"]["eval_frequency"]))
+    return epoch_schedule(count_batches(cfg, train), epochs, int(cfg["training"]["eval_frequency"]), warmup)
 
 
 def apply_overrides(config: Config, overrides: Dict[str, int]) -> Config:

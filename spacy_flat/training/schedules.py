@@ -1,4 +1,4 @@
-"""The learning-rate schedule the configs use."""
+"""The learning-rate schedules the configs use."""
 
 from typing import Iterator
 
@@ -21,3 +21,23 @@ def warmup_linear_from_first_step(initial_rate: float, warmup_steps: int, total_
     rates = iter(warmup_linear(initial_rate, warmup_steps, total_steps))
     next(rates)
     yield from rates
+
+
+@registry.schedules("spacy-flat.epoch_decay.v1")
+def epoch_decay(initial_rate: float, decay: float, steps_per_epoch: int) -> Iterator[float]:
+    """The Lattice LSTM paper's schedule (Zhang & Yang 2018; its released code's
+    `lr_decay`): no warm-up, and the rate of epoch e is initial_rate * (1 - decay)^e.
+    thinc's `decaying.v1` decays every step as 1 / (1 + decay * t), a different
+    curve; this one holds each epoch's rate for `steps_per_epoch` steps, counted
+    on the training corpus (`python -m spacy_flat schedule`).
+
+    initial_rate (float): The rate of the first epoch.
+    decay (float): The share of the rate dropped after each epoch (the paper's 0.05).
+    steps_per_epoch (int): Batches in one epoch.
+    """
+    if steps_per_epoch < 1 or not 0.0 <= decay < 1.0:
+        raise ValueError(f"epoch_decay needs steps_per_epoch >= 1 and 0 <= decay < 1 (got {steps_per_epoch}, {decay})")
+    step = 0
+    while True:
+        yield initial_rate * (1.0 - decay) ** (step // steps_per_epoch)
+        step += 1
