@@ -38,13 +38,14 @@ from typing import Callable, Dict, List, Optional
 
 from spacy.cli.train import train
 from spacy.language import Language
+from spacy.util import load_config
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import ROOT, SEEDS_COLUMNS, machine, markdown_table, paper_rows, seeds_row, spacy_ner_config, splits
 from results import record, results_option, slug
 
 from spacy_flat.cli.evaluate import evaluate
-from spacy_flat.cli.schedule import schedule_for
+from spacy_flat.cli.schedule import apply_overrides, schedule_for
 from spacy_flat.training.loop import train as resumable_train
 
 PAPER = {  # test F1, Table 2 of Li et al. 2020 and its baselines
@@ -169,6 +170,22 @@ ABLATIONS = {
 }
 
 
+RATE = "training.optimizer.learn_rate"
+
+
+def scheduled(config: Path, train: Path, epochs: int, overrides: dict) -> dict:
+    """The schedule overrides for `epochs` epochs of `train`, counted for the config's
+    rate or for the one `overrides` put in its place (a whole [training.optimizer.learn_rate]
+    block, e.g. {"@schedules": "spacy-flat.epoch_decay.v1", ...}), whose counted keys are
+    then set inside that block (`overrides` is changed in place)."""
+    if RATE not in overrides:
+        return schedule_for(config, train, epochs)
+    counted = schedule_for(apply_overrides(load_config(config), {RATE: overrides[RATE]}), train, epochs)
+    inside = {k: v for k, v in counted.items() if k.startswith(f"{RATE}.")}
+    overrides[RATE] = {**overrides[RATE], **{k.rsplit(".", 1)[1]: v for k, v in inside.items()}}
+    return {k: v for k, v in counted.items() if k not in inside}
+
+
 def run(
     config: Path,
     data: Dict[str, Path],
@@ -211,7 +228,10 @@ def run(
         )
         result["test_f_free"] = 100 * free["ents_f"]
     if resumable:
-        per_epoch = overrides.get("training.optimizer.learn_rate.total_steps", 0) / max(1, epochs)
+        # Batches an epoch: from a warm-up schedule's length, or an epoch_decay block's own count.
+        block = overrides.get(RATE)
+        per_epoch = overrides.get(f"{RATE}.total_steps", 0) / max(1, epochs)
+        per_epoch = per_epoch or (block.get("steps_per_epoch", 0) if isinstance(block, dict) else 0)
         curve = dev_curve(out, per_epoch)
         result["train_s"] = curve["seconds"]  # over every process of the run
         result["curve"] = curve["curve"]
@@ -364,14 +384,16 @@ def main() -> None:
             label = f"flat_ner, {' + '.join(args.inputs)} ({'raw' if args.raw else 'unit-length'} words and bigrams)"
         if args.config:
             label = f"{label}, configs/{args.config}"
+        overrides = {k: json.loads(v) for k, v in settings.items()}
+        # The config's schedule is for its own max_epochs; a shorter run decays to zero at its own end.
+        schedule = scheduled(config, data["train"], args.epochs, overrides)
         extra = {
-            # The config's schedule is for its own max_epochs; a shorter run decays to zero at its own end.
-            **schedule_for(config, data["train"], args.epochs),
+            **schedule,
             **ABLATIONS.get(args.ablation or "", {}),
             **LEXICONS.get(args.lexicon or "", {}),
             **(normalized(args.lexicon) if args.normalize else {}),
             **input_overrides(args.inputs, args.pretrained, unit=not args.raw),
-            **{k: json.loads(v) for k, v in settings.items()},
+            **overrides,
         }
         if not args.peer_only:
             resumable = args.output is not None

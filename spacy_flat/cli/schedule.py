@@ -104,8 +104,9 @@ def schedule_for(config: Union[Path, Config], train: Path, epochs: int = 0) -> D
     """
     cfg = _config(config)
     rate = cfg["training"]["optimizer"].get("learn_rate")
-    warmup = isinstance(rate, dict) and "warmup_steps" in rate and "total_steps" in rate
-    if not warmup and not (isinstance(rate, dict) and "steps_per_epoch" in rate):
+    rate = rate if isinstance(rate, dict) else {}
+    warmup = "warmup_steps" in rate and "total_steps" in rate
+    if not warmup and not ("steps_per_epoch" in rate or rate.get("@schedules") == "spacy-flat.epoch_decay.v1"):
         name = config if isinstance(config, Path) else "the config"
         raise FlatError(
             f"{name}: [training.optimizer.learn_rate] is neither a warm-up schedule with warmup_steps and "
