@@ -12,6 +12,7 @@ block between `<!-- results:NAME -->` and `<!-- /results:NAME -->` is `TABLES[NA
 
 import argparse
 import re
+import statistics
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -669,8 +670,9 @@ CURVE_EPOCHS = (1, 2, 3, 5, 10, 20, 30, 50, 75, 100)
 
 
 def dev_curves(t: Tables) -> str:
-    """Dev F1 against epochs of the runs whose records keep their curve (resumable runs): the first
-    seed's evaluation at each whole epoch, and the best with the epoch it came at."""
+    """Dev F1 against epochs of the runs whose records keep their curve (resumable runs): the
+    mean over the seeds of the evaluation at each whole epoch (where every seed has one), and
+    the mean of each seed's best with the epochs they came at."""
     chosen = [
         rid
         for rid, rec in t.records.items()
@@ -682,16 +684,34 @@ def dev_curves(t: Tables) -> str:
         chosen, key=lambda r: (DATASETS.index(t.records[r]["dataset"]), t.records[r]["setup"]["epochs"], r)
     ):
         rec = t.get(rid)
-        curve = rec["figures"]["dev_curve"][0]
-        best_epoch, best = max(curve, key=lambda point: point[1])
+        curves = rec["figures"]["dev_curve"]
+        bests = [max(curve, key=lambda point: point[1]) for curve in curves]
         # Titles tell apart runs of the same architecture, inputs and budget (students, batchers).
         group = rec["setup"].get("distillation")
         name = f"{rec['title'].split(',')[0]}, students `{group}`: {rec['setup']['row']}" if group else rec["title"]
-        row = [f"{name}, seed {rec['seeds'][0]}"]
-        row += [num(at, 1) if at is not None else "" for at in (_at_epoch(curve, e) for e in marks)]
-        row.append(f"{best:.1f} ({best_epoch:g})")
+        seeds = rec["seeds"][: len(curves)]
+        row = [f"{name}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"]
+        row += [num(at, 1) if at is not None else "" for at in (_mean_at_epoch(curves, e) for e in marks)]
+        epochs = ", ".join(f"{round(epoch, 1):g}" for epoch, _ in bests)
+        row.append(f"{statistics.mean(best for _, best in bests):.1f} ({epochs})")
         rows.append(row)
-    return table(["dev F1 after epoch"] + [str(e) for e in marks] + ["best (epoch)"], rows)
+    return table(["dev F1 after epoch"] + [str(e) for e in marks] + ["best (epochs)"], rows)
+
+
+def _mean_at_epoch(curves: List[List[List[float]]], epoch: int) -> Optional[float]:
+    """The seeds' mean dev F1 at a whole epoch, where every seed was evaluated there."""
+    found = [_at_epoch(curve, epoch) for curve in curves]
+    return None if None in found else statistics.mean(x for x in found if x is not None)
+
+
+def _curve_figures(rec: Record) -> List[float]:
+    """The numbers the dev-curves table computes from a record: its means at whole epochs and of the best."""
+    curves = rec["figures"].get("dev_curve") or []
+    if not curves:
+        return []
+    means = [_mean_at_epoch(curves, e) for e in CURVE_EPOCHS]
+    best = statistics.mean(max(point[1] for point in curve) for curve in curves)
+    return [x for x in means if x is not None] + [best] + [point[0] for curve in curves for point in curve]
 
 
 def _at_epoch(curve: List[List[float]], epoch: int) -> Optional[float]:
@@ -763,6 +783,9 @@ def derived_numbers(records: Dict[str, Record]) -> List[float]:
         for rids in distillation_groups(records, d).values():
             gold = group_gold(records, rids)
             out += [x for x in (gold_delta(records, r, gold) for r in rids) if x is not None]
+    for rec in records.values():
+        if rec["question"] == "accuracy":
+            out += _curve_figures(rec)
     return out
 
 
