@@ -1,5 +1,6 @@
 """Shared helpers for the benchmarks: data from ../shared, a default pipeline, timing, result tables."""
 
+import itertools
 import platform
 import statistics
 import subprocess
@@ -64,9 +65,16 @@ def texts(name: str, split: str) -> List[str]:
     return [d.text for d in DocBin().from_disk(corpus(name, split)).get_docs(nlp.vocab)]
 
 
-def examples(nlp: Language, name: str, split: str) -> List[Example]:
+def examples(nlp: Language, name: str, split: str, step: int = 1, limit: Optional[int] = None) -> List[Example]:
+    """Examples of a split: every `step`-th doc, the first `limit` of them (all: None).
+    Only the docs chosen are made into examples (MSRA's 46,364 take 17 s)."""
     docs = DocBin().from_disk(corpus(name, split)).get_docs(nlp.vocab)
-    return [Example(nlp.make_doc(d.text), d) for d in docs]
+    chosen = itertools.islice(docs, 0, None if limit is None else limit * step, step)
+    return [Example(nlp.make_doc(d.text), d) for d in chosen]
+
+
+def n_docs(name: str, split: str) -> int:
+    return len(DocBin().from_disk(corpus(name, split)))
 
 
 def spacy_ner_config(max_epochs: Optional[int] = None) -> Config:

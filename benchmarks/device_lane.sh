@@ -3,7 +3,9 @@
 # registry: the other packages travel as an unpacked site folder (.devdata/devsite.tar.xz, made by
 # `bash benchmarks/device_site.sh`), with corpus/bench (the benchmarks' DocBins) carried beside the checkout.
 #   bash benchmarks/device_lane.sh tests            # tests/test_gpu.py --rungpu
-#   bash benchmarks/device_lane.sh family           # benchmarks/family.py on the GPU
+#   bash benchmarks/device_lane.sh family           # benchmarks/family.py on the GPU (batch 1, 64, 256; its record to $OUT)
+#   bash benchmarks/device_lane.sh groups           # device against CPU prediction groups (benchmarks/device_groups.py)
+#   bash benchmarks/device_lane.sh profile          # where nlp.pipe's time goes on the GPU (profile_inference.py)
 #   MSRA_EPOCHS=5 bash benchmarks/device_lane.sh msra # FLAT and DC-SAN on MSRA, 3 seeds each, all at once on one GPU
 set -uo pipefail
 OUT=${OUT:-/tmp/device-out}
@@ -21,7 +23,12 @@ for part in "$@"; do
     tests)
       python3 -m pytest tests/test_gpu.py --rungpu -q -p no:cacheprovider -rs 2>&1 | tee "$OUT/gpu_tests.log" ;;
     family)
-      python3 benchmarks/family.py --gpu-id 0 --docs 400 --repeats 3 --allow-busy 2>&1 | tee "$OUT/family_gpu.log" ;;
+      python3 benchmarks/family.py --gpu-id 0 --docs 400 --repeats 3 --large-batch 256 --allow-busy --results "$OUT" \
+        2>&1 | tee "$OUT/family_gpu.log" ;;
+    groups)
+      python3 benchmarks/device_groups.py --gpu-id 0 --architectures FLAT "Lattice LSTM" 2>&1 | tee "$OUT/groups_gpu.log" ;;
+    profile)
+      python3 benchmarks/profile_inference.py resume --gpu-id 0 --batch-sizes 1 64 256 2>&1 | tee "$OUT/profile_gpu.log" ;;
     msra)
       epochs=${MSRA_EPOCHS:?set MSRA_EPOCHS}
       # Six trainings share the GPU; two CPU threads each on the machine's 16 cores.

@@ -61,8 +61,8 @@ def from_config(name: str, dataset: str) -> Language:
     """An initialized (untrained) pipeline of configs/<dataset>[_arch].cfg."""
     config = spacy.util.load_config(ROOT / "configs" / name)
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
-    egs = examples(nlp, dataset, train_split(dataset))
-    nlp.initialize(lambda: egs[:500])
+    egs = examples(nlp, dataset, train_split(dataset), limit=500)
+    nlp.initialize(lambda: egs)
     return nlp
 
 
@@ -116,20 +116,26 @@ def _cell(values: List[float]) -> Dict[str, int]:
 
 
 def family_figures(
-    rounds: Rounds, rates: Dict[str, Dict[str, float]], memory: Dict[str, float], gpu: bool = False
+    rounds: Rounds,
+    rates: Dict[str, Dict[str, float]],
+    memory: Dict[str, float],
+    gpu: bool = False,
+    large_batch: int = 0,
 ) -> Dict[str, Any]:
     """The figures of speed-cpu-family (gpu: speed-gpu-family), as render.py's family tables read them.
 
-    rounds: dataset -> pipeline -> {"b1": [chars/s a round], "batch": [...]} (`speed.inference`);
+    rounds: dataset -> pipeline -> {"b1": [chars/s a round], "batch": [...], ("large": [...])}
+    (`speed.inference`; "large" at `large_batch`, on a GPU only);
     rates: dataset -> pipeline -> training sentences/s; memory: pipeline -> a training step's peak MB.
     On a CPU one row a pipeline (both datasets in its cells, the ratio to spaCy ner at one digit); on a
     GPU one row a dataset and pipeline (the ratio at two digits, the step's memory on Resume's rows).
     """
     pipelines = list(rounds["resume"])
-    peer = {d: statistics.median(rounds[d]["spaCy ner"]["batch"]) for d in rounds}
 
-    def ratio(dataset: str, pipeline: str) -> float:
-        return statistics.median(rounds[dataset][pipeline]["batch"]) / peer[dataset]
+    def ratio(dataset: str, pipeline: str, mode: str = "batch") -> float:
+        return statistics.median(rounds[dataset][pipeline][mode]) / statistics.median(
+            rounds[dataset]["spaCy ner"][mode]
+        )
 
     def epoch(dataset: str, pipeline: str) -> int:
         return round(TRAIN_SENTENCES[dataset] / rates[dataset][pipeline])
@@ -146,10 +152,13 @@ def family_figures(
                     "ratio": round(ratio(dataset, pipeline), 2),
                     "s_per_epoch": epoch(dataset, pipeline),
                 }
+                if large_batch:
+                    row["large"] = _cell(rounds[dataset][pipeline]["large"])
+                    row["large_ratio"] = round(ratio(dataset, pipeline, "large"), 2)
                 if dataset == "resume" and pipeline in memory:
                     row["step_memory_mb"] = round(memory[pipeline])
                 rows.append(row)
-        return {"rows": rows}
+        return {"rows": rows, **({"large_batch": large_batch} if large_batch else {})}
     rows = [
         {
             "pipeline": pipeline,
@@ -193,7 +202,9 @@ def write_record(
         where, name = f"{n} thread{'s' if n > 1 else ''}", "speed-cpu-family"
         title = f"The family's cost, {where}: inference, training and a training step's memory"
     setup = {"docs": args.docs, "repeats": args.repeats, "batch_size": args.batch_size, "batches": args.batches}
-    figures = family_figures(rounds, rates, memory, gpu=gpu)
+    if args.large_batch:
+        setup["large_batch"] = args.large_batch
+    figures = family_figures(rounds, rates, memory, gpu=gpu, large_batch=args.large_batch)
     record(
         name,
         "speed-gpu" if gpu else "speed-cpu",
@@ -211,6 +222,7 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--large-batch", type=int, default=0, help="on a GPU, also time nlp.pipe at this size")
     parser.add_argument("--batches", type=int, default=40, help="training updates of 10 sentences")
     parts = ("inference", "training", "memory")
     parser.add_argument("--parts", nargs="+", choices=parts, default=list(parts))
@@ -220,6 +232,8 @@ def main() -> None:
     parser.add_argument("--architectures", nargs="+", choices=list(ARCHITECTURES), default=list(ARCHITECTURES))
     results_option(parser)
     args = parser.parse_args()
+    if args.large_batch and args.gpu_id < 0:
+        parser.error("--large-batch is a GPU column: give --gpu-id too")
     load = round(os.getloadavg()[0], 2)
     all_rounds: Rounds = {}
     all_rates: Dict[str, Dict[str, float]] = {}
@@ -236,17 +250,20 @@ def main() -> None:
             arch: from_config(cfg.format("resume"), "resume") for arch, cfg in chosen.items()
         }
         pipelines["spaCy ner"] = spacy_ner("resume")
-        size = args.batch_size
-        print(f"| test set | pipeline | chars/s batch 1 | chars/s batch {size} | / spaCy ner at batch {size} |")
-        print("|---|---|---|---|---|")
+        size, large = args.batch_size, args.large_batch
+        extra = f" chars/s batch {large} | / spaCy ner at {large} |" if large else ""
+        print(f"| test set | pipeline | chars/s batch 1 | chars/s batch {size} | / spaCy ner at batch {size} |{extra}")
+        print("|---|---|---|---|---|" + ("---|---|" if large else ""))
         for dataset in args.datasets:
             docs = texts(dataset, "test")[: args.docs]
-            rounds = inference(pipelines, docs, args.repeats, args.batch_size)
+            rounds = inference(pipelines, docs, args.repeats, args.batch_size, large)
             all_rounds[dataset] = rounds
-            peer = statistics.median(rounds["spaCy ner"]["batch"])
             for label, r in rounds.items():
-                ratio = statistics.median(r["batch"]) / peer
-                print(f"| {dataset} | {label} | {spread(r['b1'])} | {spread(r['batch'])} | {ratio:.2f}x |")
+                cells = [spread(r["b1"])]
+                for mode in ("batch", "large") if large else ("batch",):
+                    peer = statistics.median(rounds["spaCy ner"][mode])
+                    cells += [spread(r[mode]), f"{statistics.median(r[mode]) / peer:.2f}x"]
+                print(f"| {dataset} | {label} | {' | '.join(cells)} |")
     if "training" in args.parts:
         print(f"\n| training, {args.batches} batches of 10 | pipeline | sentences/s | s/epoch |")
         print("|---|---|---|---|")

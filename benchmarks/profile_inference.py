@@ -9,6 +9,10 @@ entities. The figures are shares, for comparing parts; time speeds with
 
     OMP_NUM_THREADS=1 python benchmarks/profile_inference.py resume --model training/resume/model-best
     OMP_NUM_THREADS=1 python benchmarks/profile_inference.py msra --batch-sizes 1 64 --top 25
+    python benchmarks/profile_inference.py resume --gpu-id 0 --batch-sizes 1 64 256
+
+On a GPU the host waits for the device's queued work where it first reads a result
+back: the encoder's kernels mostly count under "copy to the host" (`host_emissions`).
 """
 
 import argparse
@@ -28,6 +32,7 @@ from common import examples, load_average, machine, texts, train_split
 from profile_training import cumulative_seconds
 
 from spacy_flat.layers import TorchTagger
+from spacy_flat.layers.arrays import host_emissions
 from spacy_flat.nn.encoder import FlatTagger
 from spacy_flat.nn.flat_layer import FlatAttention
 from spacy_flat.nn.position import PositionFusion, relative_positions
@@ -50,6 +55,7 @@ PARTS: List[Tuple[str, Union[Tuple[str, int, str], Tuple[str, str]]]] = [
     ("    position scores (_PositionScores.forward)", _where(_PositionScores.forward)),
     ("  attention mask (_attention_mask)", ("spacy_flat/nn/encoder.py", "_attention_mask")),
     ("CRF decoding (TorchTagger.best_paths)", _where(TorchTagger.best_paths)),
+    ("copy to the host, waiting for the device (host_emissions)", _where(host_emissions)),
     ("entity probabilities (Decoded.scored)", _where(Decoded.scored)),
     ("writing entities (write_entities)", _where(write_entities)),
 ]
@@ -60,8 +66,8 @@ def load(model: str, dataset: str) -> Language:
         return spacy.load(model)
     nlp = spacy.blank("zh")
     nlp.add_pipe("flat_ner")
-    egs = examples(nlp, dataset, train_split(dataset))
-    nlp.initialize(lambda: egs[:500])
+    egs = examples(nlp, dataset, train_split(dataset), limit=500)
+    nlp.initialize(lambda: egs)
     return nlp
 
 
@@ -72,7 +78,13 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=400)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--top", type=int, default=0, help="also print the N costliest functions by own time")
+    parser.add_argument("--gpu-id", type=int, default=-1, help="run the pipeline on this GPU")
     args = parser.parse_args()
+    if args.gpu_id >= 0:
+        from thinc.api import set_gpu_allocator
+
+        spacy.require_gpu(args.gpu_id)
+        set_gpu_allocator("pytorch")
     nlp = load(args.model, args.dataset)
     docs = texts(args.dataset, "test")[: args.docs]
     chars = sum(len(t) for t in docs)

@@ -537,9 +537,11 @@ def cpu_stages(t: Tables) -> str:
 
 def gpu_family(t: Tables) -> str:
     fig = t.get("speed-gpu-family")["figures"]
+    large = fig.get("large_batch")
     rows = []
     for r in fig["rows"]:
         memory = f"{num(r['step_memory_mb'])} MB" if r.get("step_memory_mb") else "–"
+        at_large = [spread(r["large"]), f"{r['large_ratio']:.2f}×"] if large else []
         rows.append(
             [
                 DATASET_NAMES[r["dataset"]],
@@ -547,6 +549,7 @@ def gpu_family(t: Tables) -> str:
                 spread(r["b1"]),
                 spread(r["batch"]),
                 f"{r['ratio']:.2f}×",
+                *at_large,
                 num(r["s_per_epoch"]),
                 memory,
             ]
@@ -557,6 +560,7 @@ def gpu_family(t: Tables) -> str:
         "chars/s, batch 1",
         "chars/s, batch 64",
         "/ spaCy ner at 64",
+        *([f"chars/s, batch {large}", f"/ spaCy ner at {large}"] if large else []),
         "training s/epoch",
         "training step, 10 × 300 chars (CUDA)",
     ]

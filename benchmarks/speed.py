@@ -36,6 +36,7 @@ from common import (
     load_average,
     machine,
     median_time,
+    n_docs,
     require_quiet,
     spacy_ner_config,
     texts,
@@ -48,8 +49,8 @@ from spacy_flat.layers import TorchTagger
 
 def spacy_ner(train_name: str) -> Language:
     nlp = spacy.util.load_model_from_config(spacy_ner_config(), auto_fill=True)
-    egs = examples(nlp, train_name, train_split(train_name))
-    nlp.initialize(lambda: egs[:500])
+    egs = examples(nlp, train_name, train_split(train_name), limit=500)
+    nlp.initialize(lambda: egs)
     return nlp
 
 
@@ -58,8 +59,8 @@ def flat(model: str, train_name: str) -> Language:
         return spacy.load(model)
     nlp = spacy.blank("zh")
     nlp.add_pipe("flat_ner")
-    egs = examples(nlp, train_name, train_split(train_name))
-    nlp.initialize(lambda: egs[:500])
+    egs = examples(nlp, train_name, train_split(train_name), limit=500)
+    nlp.initialize(lambda: egs)
     return nlp
 
 
@@ -68,28 +69,36 @@ def entities(docs: Iterable[Doc]) -> List[List[Tuple[int, int, str]]]:
 
 
 def inference(
-    pipelines: Dict[str, Language], docs: List[str], repeats: int, batch_size: int
+    pipelines: Dict[str, Language], docs: List[str], repeats: int, batch_size: int, large_batch: int = 0
 ) -> Dict[str, Dict[str, List[float]]]:
     """Characters per second of each pipeline one doc at a time and under
     nlp.pipe, over `repeats` rounds that interleave every pipeline and mode, so
     that a change in the machine's load reaches them all alike.
 
-    RETURNS: pipeline -> {"b1": [chars/s per round], "batch": [...], "same": [1.0 if
-        the batched entities equal those one doc at a time]}.
+    large_batch (int): Also time nlp.pipe at this batch size ("large"; 0: not).
+    RETURNS: pipeline -> {"b1": [chars/s per round], "batch": [...], ("large": [...],)
+        "same": [1.0 if the batched entities equal those one doc at a time]}.
     """
     chars = sum(len(t) for t in docs)
-    out: Dict[str, Dict[str, List[float]]] = {name: {"b1": [], "batch": [], "same": []} for name in pipelines}
+    sizes = {"batch": batch_size, **({"large": large_batch} if large_batch else {})}
+    out: Dict[str, Dict[str, List[float]]] = {
+        name: {"b1": [], **{mode: [] for mode in sizes}, "same": []} for name in pipelines
+    }
     for nlp in pipelines.values():  # untimed warm-up: first-call set-up is not a cost
-        list(nlp.pipe(docs[:batch_size], batch_size=batch_size))
+        for size in sizes.values():
+            list(nlp.pipe(docs[:size], batch_size=size))
     for _ in range(repeats):
         for name, nlp in pipelines.items():
             start = time.perf_counter()
             one = [nlp(t) for t in docs]
             out[name]["b1"].append(chars / (time.perf_counter() - start))
-            start = time.perf_counter()
-            batched = list(nlp.pipe(docs, batch_size=batch_size))
-            out[name]["batch"].append(chars / (time.perf_counter() - start))
-            out[name]["same"].append(float(entities(one) == entities(batched)))
+            same = True
+            for mode, size in sizes.items():
+                start = time.perf_counter()
+                batched = list(nlp.pipe(docs, batch_size=size))
+                out[name][mode].append(chars / (time.perf_counter() - start))
+                same = same and entities(one) == entities(batched)
+            out[name]["same"].append(float(same))
     return out
 
 
@@ -124,9 +133,8 @@ TRAIN_SENTENCES = {"resume": 3821, "msra": 41728}
 def training_speed(nlp: Language, name: str, n_batches: int) -> float:
     """Sentences per second over n_batches updates of 10 sentences, spread
     evenly over the training file so the lengths are the epoch's."""
-    every = examples(nlp, name, train_split(name))
-    step = max(1, len(every) // (n_batches * 10))
-    egs = every[::step][: n_batches * 10]
+    step = max(1, n_docs(name, train_split(name)) // (n_batches * 10))
+    egs = examples(nlp, name, train_split(name), step=step, limit=n_batches * 10)
     optimizer = nlp.resume_training()
     nlp.update(egs[:10], sgd=optimizer)  # first-call set-up (allocations, caches) is not a training cost
     start = time.perf_counter()

@@ -72,6 +72,14 @@ def test_family_gpu_record_renders():
     assert [r["dataset"] for r in figures["rows"]] == ["resume"] * 4 + ["msra"] * 4
     assert "step_memory_mb" in figures["rows"][0] and "step_memory_mb" not in figures["rows"][-1]
     rendered("gpu-family", made_up("speed-gpu-family", "speed-gpu", figures))
+    measured, rates, memory = family_measured()
+    for dataset in measured.values():
+        for cells in dataset.values():
+            cells["large"] = [2 * v for v in cells["batch"]]
+    figures = family.family_figures(measured, rates, memory, gpu=True, large_batch=256)
+    assert figures["large_batch"] == 256 and figures["rows"][0]["large_ratio"] == 0.25
+    text = rendered("gpu-family", made_up("speed-gpu-family", "speed-gpu", figures))
+    assert "/ spaCy ner at 256" in text and "| 0.25× |" in text
 
 
 def memory_cell(mb: float) -> Dict[str, float]:

@@ -7,7 +7,9 @@ import numpy
 import pytest
 from spacy.training import Example
 
+import spacy_flat.layers.groups as groups_module
 from spacy_flat.lattice.batching import PADDING_SLACK, budget_batches, length_buckets
+from spacy_flat.layers.groups import group_lengths
 
 from .conftest import one_segment_per_group, tiny_examples
 
@@ -79,6 +81,38 @@ def test_prediction_groups_bound_their_padding(seed):
         assert len(group) == 1 or len(group) * longest**2 <= PADDING_SLACK * own
     assert len(whole) == 1 < len(slack)
     assert list(budget_batches([10, 11, 12, 100, 101], padding_slack=1.5)) == [[0, 1, 2], [3, 4]]
+
+
+def test_device_prediction_takes_a_batch_in_one_group():
+    """On a GPU a batch of 256 mixed-length docs is one encoder call; on the CPU
+    it is split to bound padding; training groups the same on both."""
+    lengths = [int(n) for n in numpy.random.default_rng(0).integers(1, 150, size=256)]
+    on_device = group_lengths(lengths, is_train=False, on_device=True)
+    on_cpu = group_lengths(lengths, is_train=False, on_device=False)
+    assert len(on_device) == 1 < len(on_cpu)
+    for groups in (on_device, on_cpu):
+        assert sorted(i for group in groups for i in group) == list(range(len(lengths)))
+    assert group_lengths(lengths, True, True) == group_lengths(lengths, True, False)
+    assert all(len(group) <= 64 for group in group_lengths(lengths, True, True))
+    # Over the device's budget, long docs still split.
+    assert len(group_lengths([3000] * 20, is_train=False, on_device=True)) > 1
+
+
+def test_device_groups_predict_as_cpu_groups(trained_nlp, monkeypatch):
+    """The padding a device group adds changes no score (run here on the CPU)."""
+    ner = trained_nlp.get_pipe("flat_ner")
+    docs = [eg.predicted for eg in tiny_examples(trained_nlp)]
+    segments, _ = ner.segmenter.segments(docs)
+    assert not groups_module.device_groups(ner.model.ops)
+    cpu = ner.model.predict(segments)
+    calls = []
+    grouped = groups_module.group_lengths
+    monkeypatch.setattr(groups_module, "device_groups", lambda ops: True)
+    monkeypatch.setattr(groups_module, "group_lengths", lambda *a: calls.append(a) or grouped(*a))
+    device = ner.model.predict(segments)
+    assert calls and calls[0][2] is True
+    for row, segment in enumerate(segments):
+        numpy.testing.assert_allclose(device[row, : len(segment)], cpu[row, : len(segment)], rtol=1e-5, atol=1e-5)
 
 
 def test_crf_buckets_bound_their_padding_and_skip_empty_rows():

@@ -12,6 +12,11 @@ PAIR_BUDGET = 10 * 300 * 300
 # computed 7.7 times the attention they needed (4.4 on MSRA); 1.5 cuts that to
 # 1.2-1.5 at about one encoder call per eight docs.
 PADDING_SLACK = 1.5
+# On a GPU, prediction groups for the device instead: padding costs little there and
+# every encoder call pays launches and a round trip, so a batch is encoded in one call
+# when it fits DEVICE_PAIR_BUDGET (no activations are kept for a backward pass).
+DEVICE_MAX_BATCH = 1024
+DEVICE_PAIR_BUDGET = 8 * PAIR_BUDGET
 
 
 def budget_batches(

@@ -3,10 +3,17 @@ batch of segments is split, for both architectures, in training and prediction."
 
 from typing import Callable, List, Tuple
 
-from thinc.api import Model, Ops
+from thinc.api import Model, NumpyOps, Ops
 from thinc.types import Floats3d, Ints1d
 
-from ..lattice.batching import PADDING_SLACK, budget_batches
+from ..lattice.batching import (
+    DEVICE_MAX_BATCH,
+    DEVICE_PAIR_BUDGET,
+    MAX_BATCH,
+    PADDING_SLACK,
+    PAIR_BUDGET,
+    budget_batches,
+)
 from ..lattice.windows import Segment
 from .featurizer import SegmentGradients
 
@@ -46,7 +53,8 @@ def encode_in_groups(
     In training with several groups, each group's attention is recomputed in
     backward rather than kept, so memory stays at one group's whatever the
     number of windows; with one group (nearly every training batch) nothing changes.
-    In prediction, groups also keep padding small (`PADDING_SLACK`).
+    In prediction on the CPU, groups also keep padding small (`PADDING_SLACK`);
+    on a GPU a batch is one group where it fits (`device_groups`).
 
     RETURNS: The emissions, and a backprop that returns each segment's feature gradient.
     """
@@ -54,10 +62,8 @@ def encode_in_groups(
     ops = model.ops
     # Empty segments (empty docs) are not encoded; their rows stay zero-length.
     filled = [i for i, segment in enumerate(segments) if len(segment)]
-    # Training keeps its batches whole (more groups would mean recomputed attention).
-    slack = None if is_train else PADDING_SLACK
     lengths = [len(segments[i]) for i in filled]
-    groups = [[filled[k] for k in group] for group in budget_batches(lengths, padding_slack=slack)]
+    groups = [[filled[k] for k in group] for group in group_lengths(lengths, is_train, device_groups(ops))]
     done = []
     for group in groups:
         batch, backprop_features = features([segments[i] for i in group], is_train)
@@ -79,6 +85,26 @@ def encode_in_groups(
         return gradients
 
     return scores, backprop
+
+
+def device_groups(ops: Ops) -> bool:
+    """Whether to group for an accelerator (thinc's CupyOps) rather than a CPU."""
+    return not isinstance(ops, NumpyOps)
+
+
+def group_lengths(lengths: List[int], is_train: bool, on_device: bool) -> List[List[int]]:
+    """Indices into `lengths` grouped for one encoder call each.
+
+    Training keeps its batches whole under the attention budget (more groups
+    would mean recomputed attention). Prediction on the CPU also caps padding
+    (`PADDING_SLACK`), since a CPU pays for every padded pair; on a device it
+    takes the largest groups that fit (`DEVICE_PAIR_BUDGET`, `DEVICE_MAX_BATCH`).
+    """
+    if is_train:
+        return list(budget_batches(lengths, pair_budget=PAIR_BUDGET, max_batch=MAX_BATCH))
+    if on_device:
+        return list(budget_batches(lengths, pair_budget=DEVICE_PAIR_BUDGET, max_batch=DEVICE_MAX_BATCH))
+    return list(budget_batches(lengths, pair_budget=PAIR_BUDGET, max_batch=MAX_BATCH, padding_slack=PADDING_SLACK))
 
 
 def _rows(ops: Ops, group: List[int]) -> Ints1d:
