@@ -229,7 +229,9 @@ def headline(t: Tables) -> str:
 def headline_speed(t: Tables) -> str:
     one = t.get("speed-cpu-inference-1-thread")["figures"]
     train = t.get("speed-cpu-training")["figures"]
-    gpu = t.get("speed-gpu-family")["figures"]
+    gpu_record = t.get("speed-gpu-family")
+    gpu = gpu_record["figures"]
+    card = gpu_record["machine"].split(";")[0].removeprefix("NVIDIA ")
 
     def row_of(rows: List[Record], dataset: str, pipeline: str) -> Record:
         return next(r for r in rows if r.get("dataset") == dataset and r["pipeline"] == pipeline)
@@ -254,13 +256,13 @@ def headline_speed(t: Tables) -> str:
         ]
     )
     columns = [
-        "one CPU thread; one H100",
+        f"one CPU thread; one {card}",
         "Resume chars/s, batch 64",
         "MSRA chars/s, batch 64",
         "Resume training s/epoch",
         "MSRA training s/epoch",
-        "Resume s/epoch, H100",
-        "MSRA s/epoch, H100",
+        f"Resume s/epoch, {card}",
+        f"MSRA s/epoch, {card}",
     ]
     return table(columns, out)
 
