@@ -190,7 +190,7 @@ HEADLINE: List[Tuple[str, Dict[str, str]]] = [
         {
             "resume": "accuracy-resume-lattice-lstm-defaults-30ep-s012",
             "weibo": "accuracy-weibo-lattice-lstm-defaults-30ep-s012",
-            "msra": "accuracy-msra-lattice-lstm-defaults-1ep-s012",
+            "msra": "accuracy-msra-lattice-lstm-defaults-2ep-s012",
         },
     ),
     (
