@@ -174,13 +174,15 @@ RATE = "training.optimizer.learn_rate"
 
 
 def scheduled(config: Path, train: Path, epochs: int, overrides: dict) -> dict:
-    """The schedule overrides for `epochs` epochs of `train`, counted for the config's
+    """The schedule overrides for `epochs` epochs of `train`, counted for the config with
+    `overrides` applied (a batcher's size changes the batches an epoch), for the config's
     rate or for the one `overrides` put in its place (a whole [training.optimizer.learn_rate]
     block, e.g. {"@schedules": "spacy-flat.epoch_decay.v1", ...}), whose counted keys are
-    then set inside that block (`overrides` is changed in place)."""
+    then set inside that block (`overrides` is changed in place). Keys `overrides` sets
+    itself (total_steps, say) still win over the counted ones."""
+    counted = schedule_for(apply_overrides(load_config(config), overrides), train, epochs)
     if RATE not in overrides:
-        return schedule_for(config, train, epochs)
-    counted = schedule_for(apply_overrides(load_config(config), {RATE: overrides[RATE]}), train, epochs)
+        return counted
     inside = {k: v for k, v in counted.items() if k.startswith(f"{RATE}.")}
     overrides[RATE] = {**overrides[RATE], **{k.rsplit(".", 1)[1]: v for k, v in inside.items()}}
     return {k: v for k, v in counted.items() if k not in inside}
