@@ -6,6 +6,7 @@
 #   bash benchmarks/device_lane.sh family           # benchmarks/family.py on the GPU (batch 1, 64, 256; its record to $OUT)
 #   bash benchmarks/device_lane.sh groups           # device against CPU prediction groups (benchmarks/device_groups.py)
 #   bash benchmarks/device_lane.sh profile          # where nlp.pipe's time goes on the GPU (profile_inference.py)
+#   bash benchmarks/device_lane.sh memory           # CUDA memory of one full prediction group (group_memory.py)
 #   MSRA_EPOCHS=5 bash benchmarks/device_lane.sh msra # FLAT and DC-SAN on MSRA, 3 seeds each, all at once on one GPU
 set -uo pipefail
 OUT=${OUT:-/tmp/device-out}
@@ -27,6 +28,8 @@ for part in "$@"; do
         2>&1 | tee "$OUT/family_gpu.log" ;;
     groups)
       python3 benchmarks/device_groups.py --gpu-id 0 --architectures FLAT "Lattice LSTM" 2>&1 | tee "$OUT/groups_gpu.log" ;;
+    memory)
+      python3 benchmarks/group_memory.py --gpu-id 0 --architectures FLAT "Lattice LSTM" 2>&1 | tee "$OUT/memory_gpu.log" ;;
     profile)
       python3 benchmarks/profile_inference.py resume --gpu-id 0 --batch-sizes 1 64 256 2>&1 | tee "$OUT/profile_gpu.log" ;;
     msra)
