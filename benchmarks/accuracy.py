@@ -179,12 +179,12 @@ def scheduled(config: Path, train: Path, epochs: int, overrides: dict) -> dict:
     rate or for the one `overrides` put in its place (a whole [training.optimizer.learn_rate]
     block, e.g. {"@schedules": "spacy-flat.epoch_decay.v1", ...}), whose counted keys are
     then set inside that block (`overrides` is changed in place). Keys `overrides` sets
-    itself (total_steps, say) still win over the counted ones."""
+    itself, dotted or inside that block (total_steps, steps_per_epoch), win over the counted ones."""
     counted = schedule_for(apply_overrides(load_config(config), overrides), train, epochs)
     if RATE not in overrides:
         return counted
     inside = {k: v for k, v in counted.items() if k.startswith(f"{RATE}.")}
-    overrides[RATE] = {**overrides[RATE], **{k.rsplit(".", 1)[1]: v for k, v in inside.items()}}
+    overrides[RATE] = {**{k.rsplit(".", 1)[1]: v for k, v in inside.items()}, **overrides[RATE]}
     return {k: v for k, v in counted.items() if k not in inside}
 
 

@@ -74,6 +74,7 @@ def examples(nlp: Language, name: str, split: str, step: int = 1, limit: Optiona
 
 
 def n_docs(name: str, split: str) -> int:
+    """The docs in a split, without making examples of them."""
     return len(DocBin().from_disk(corpus(name, split)))
 
 

@@ -24,7 +24,7 @@ from speed import entities
 
 import spacy_flat.layers.groups as groups_module
 
-GROUPINGS = {"device": groups_module.device_groups, "CPU": lambda ops: False}
+GROUPINGS = {"device": groups_module.groups_for_device, "CPU": lambda ops: False}
 
 
 def main() -> None:
@@ -50,11 +50,11 @@ def main() -> None:
                 found = {}
                 for _ in range(args.repeats + 1):  # the first round is an untimed warm-up
                     for name, choose in GROUPINGS.items():
-                        groups_module.device_groups = choose  # type: ignore[assignment]
+                        groups_module.groups_for_device = choose  # type: ignore[assignment]
                         start = time.perf_counter()
                         found[name] = entities(nlp.pipe(docs, batch_size=size))
                         rates[name].append(chars / (time.perf_counter() - start))
-                groups_module.device_groups = GROUPINGS["device"]  # type: ignore[assignment]
+                groups_module.groups_for_device = GROUPINGS["device"]  # type: ignore[assignment]
                 device, cpu = (statistics.median(rates[name][1:]) for name in GROUPINGS)
                 same = found["device"] == found["CPU"]
                 print(f"| {dataset} | {arch} | {size} | {device:,.0f} | {cpu:,.0f} | {device / cpu:.2f}x | {same} |")

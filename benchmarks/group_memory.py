@@ -36,7 +36,7 @@ nlp = from_config(ARCHITECTURES[{arch!r}].format("resume"), "resume")
 source = "".join(texts("msra", "test"))
 docs = [source[i * {LENGTH}:(i + 1) * {LENGTH}] for i in range({TEXTS})]
 list(nlp.pipe(docs[:2]))
-groups.device_groups = lambda ops: {grouping == "device"}
+groups.groups_for_device = lambda ops: {grouping == "device"}
 if gpu:
     torch.cuda.synchronize(); torch.cuda.reset_peak_memory_stats(); base = torch.cuda.memory_allocated() / 2**20
 else:

@@ -11,7 +11,7 @@ import spacy_flat.layers.groups as groups_module
 from spacy_flat.lattice.batching import PADDING_SLACK, budget_batches, length_buckets
 from spacy_flat.layers.groups import group_lengths
 
-from .conftest import one_segment_per_group, tiny_examples
+from .conftest import FAMILY, build_family, one_segment_per_group, tiny_examples
 
 
 def test_groups_predict_as_one_batch(trained_nlp, monkeypatch):
@@ -98,19 +98,22 @@ def test_device_prediction_takes_a_batch_in_one_group():
     assert len(group_lengths([3000] * 20, is_train=False, on_device=True)) > 1
 
 
-def test_device_groups_predict_as_cpu_groups(trained_nlp, monkeypatch):
-    """The padding a device group adds changes no score (run here on the CPU)."""
-    ner = trained_nlp.get_pipe("flat_ner")
-    docs = [eg.predicted for eg in tiny_examples(trained_nlp)]
+@pytest.mark.parametrize("architecture", sorted(FAMILY))
+def test_device_groups_predict_as_cpu_groups(architecture, monkeypatch):
+    """The padding a device group adds changes no score, for every architecture (run
+    here on the CPU; the GPU lane compares the entities on a GPU)."""
+    nlp = build_family(architecture, steps=10)
+    ner = nlp.get_pipe("flat_ner")
+    docs = [eg.predicted for eg in tiny_examples(nlp)]
     segments, _ = ner.segmenter.segments(docs)
-    assert not groups_module.device_groups(ner.model.ops)
+    assert not groups_module.groups_for_device(ner.model.ops)
     cpu = ner.model.predict(segments)
     calls = []
     grouped = groups_module.group_lengths
-    monkeypatch.setattr(groups_module, "device_groups", lambda ops: True)
+    monkeypatch.setattr(groups_module, "groups_for_device", lambda ops: True)
     monkeypatch.setattr(groups_module, "group_lengths", lambda *a: calls.append(a) or grouped(*a))
     device = ner.model.predict(segments)
-    assert calls and calls[0][2] is True
+    assert calls and calls[0][2] is True and len(grouped(*calls[0])) == 1 < len(grouped(*calls[0][:2], False))
     for row, segment in enumerate(segments):
         numpy.testing.assert_allclose(device[row, : len(segment)], cpu[row, : len(segment)], rtol=1e-5, atol=1e-5)
 

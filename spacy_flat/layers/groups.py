@@ -3,7 +3,7 @@ batch of segments is split, for both architectures, in training and prediction."
 
 from typing import Callable, List, Tuple
 
-from thinc.api import Model, NumpyOps, Ops
+from thinc.api import CupyOps, Model, Ops
 from thinc.types import Floats3d, Ints1d
 
 from ..lattice.batching import (
@@ -47,14 +47,14 @@ def encode_in_groups(
     model: Model, segments: List[Segment], is_train: bool
 ) -> Tuple[Floats3d, Callable[[Floats3d], SegmentGradients]]:
     """Run `model`'s "features" and "tagger" refs over groups of segments whose
-    attention cost stays under the budget (`budget_batches`), and gather the
+    attention cost stays under a budget (`group_lengths`), and gather the
     emissions into one (segments, longest, tags) array in segment order.
 
     In training with several groups, each group's attention is recomputed in
     backward rather than kept, so memory stays at one group's whatever the
     number of windows; with one group (nearly every training batch) nothing changes.
     In prediction on the CPU, groups also keep padding small (`PADDING_SLACK`);
-    on a GPU a batch is one group where it fits (`device_groups`).
+    on a GPU a batch is one group where it fits (`groups_for_device`).
 
     RETURNS: The emissions, and a backprop that returns each segment's feature gradient.
     """
@@ -63,7 +63,7 @@ def encode_in_groups(
     # Empty segments (empty docs) are not encoded; their rows stay zero-length.
     filled = [i for i, segment in enumerate(segments) if len(segment)]
     lengths = [len(segments[i]) for i in filled]
-    groups = [[filled[k] for k in group] for group in group_lengths(lengths, is_train, device_groups(ops))]
+    groups = [[filled[k] for k in group] for group in group_lengths(lengths, is_train, groups_for_device(ops))]
     done = []
     for group in groups:
         batch, backprop_features = features([segments[i] for i in group], is_train)
@@ -87,9 +87,10 @@ def encode_in_groups(
     return scores, backprop
 
 
-def device_groups(ops: Ops) -> bool:
-    """Whether to group for an accelerator (thinc's CupyOps) rather than a CPU."""
-    return not isinstance(ops, NumpyOps)
+def groups_for_device(ops: Ops) -> bool:
+    """Whether to group for a CUDA device (thinc's CupyOps) rather than a CPU; Apple's
+    MPSOps, a NumpyOps, keeps the CPU's grouping (not measured there)."""
+    return isinstance(ops, CupyOps)
 
 
 def group_lengths(lengths: List[int], is_train: bool, on_device: bool) -> List[List[int]]:
