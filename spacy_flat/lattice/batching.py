@@ -15,8 +15,8 @@ PADDING_SLACK = 1.5
 # On a GPU, prediction groups for the device instead: padding costs little there and
 # every encoder call pays launches and a round trip, so a batch is encoded in one call
 # when it fits DEVICE_PAIR_BUDGET (no activations are kept for a backward pass). A full
-# group, 80 texts of 300 characters, peaks at 1.2 GB of CUDA memory for FLAT (0.2 GB in the
-# CPU's groups; benchmarks/group_memory.py).
+# group, 80 texts of 300 characters, takes several times the memory of the CPU's groups,
+# about a gigabyte for FLAT (benchmarks/group_memory.py measures it).
 DEVICE_MAX_BATCH = 1024
 DEVICE_PAIR_BUDGET = 8 * PAIR_BUDGET
 
