@@ -8,6 +8,11 @@
 #   bash benchmarks/device_lane.sh profile          # where nlp.pipe's time goes on the GPU (profile_inference.py)
 #   bash benchmarks/device_lane.sh memory           # CUDA memory of one full prediction group (group_memory.py)
 #   MSRA_EPOCHS=5 bash benchmarks/device_lane.sh msra # FLAT and DC-SAN on MSRA, 3 seeds each, all at once on one GPU
+#   TEACHER_DATASET=resume TEACHER_EPOCHS=6 bash benchmarks/device_lane.sh teacher
+#       FLAT on m3e-small (configs/resume_trf.cfg) as a distillation teacher, trained on the GPU from the
+#       half-precision copy in .devdata/m3e-small (benchmarks/device_model.py pack-hf, carried), resumable in
+#       training/teach/DATASET_trf_gpu; model-best comes back in parts under $OUT/teacherSEED, its record in $OUT
+#       (the site folder must hold the transformer packages: device_site.sh --transformers)
 set -uo pipefail
 OUT=${OUT:-/tmp/device-out}
 mkdir -p "$OUT"
@@ -43,6 +48,18 @@ for part in "$@"; do
       done
       wait
       grep -h "^RESULT" "$OUT"/msra_*.log ;;
+    teacher)
+      dataset=${TEACHER_DATASET:?set TEACHER_DATASET}
+      epochs=${TEACHER_EPOCHS:?set TEACHER_EPOCHS}
+      seeds=${TEACHER_SEEDS:-0}
+      # shellcheck disable=SC2086
+      python3 benchmarks/transformer.py "$dataset" --epochs "$epochs" --seeds $seeds --skip-peer --gpu-id 0 \
+        --model .devdata/m3e-small --output "training/teach/${dataset}_trf_gpu" --results "$OUT" \
+        2>&1 | tee "$OUT/teacher_$dataset.log"
+      for seed in $seeds; do
+        python3 benchmarks/device_model.py pack-pipeline "training/teach/${dataset}_trf_gpu/flat$seed/model-best" \
+          "$OUT/teacher$seed"
+      done ;;
     *) echo "unknown part: $part"; exit 2 ;;
   esac
 done

@@ -196,9 +196,9 @@ HEADLINE: List[Tuple[str, Dict[str, str]]] = [
     (
         "FLAT + m3e-small (4-layer transformer)",
         {
-            "resume": "accuracy-resume-flat-defaults-6ep-s01-m3e-small",
+            "resume": "accuracy-resume-flat-defaults-6ep-s012-m3e-small-gpu",
             "weibo": "accuracy-weibo-flat-defaults-3ep-s012-m3e-small",
-            "msra": "accuracy-msra-flat-defaults-1ep-s0-m3e-small",
+            "msra": "accuracy-msra-flat-defaults-1ep-s012-m3e-small-gpu",
         },
     ),
     ("DC-SAN + m3e-small", {"weibo": "accuracy-weibo-dcsan-defaults-3ep-s012-m3e-small"}),

@@ -21,6 +21,7 @@ the default peer never left F1 0.
     python benchmarks/transformer.py resume --epochs 3 --model ../shared/vectors/m3e-small
     python benchmarks/transformer.py msra --epochs 1 --skip-peer --set training.eval_frequency=1839
     python benchmarks/transformer.py weibo --epochs 3 --seeds 0 1 2 --skip-peer --config resume_dcsan_trf.cfg
+    python benchmarks/transformer.py resume --epochs 6 --skip-peer --gpu-id 0 --output training/teach/resume_trf
 
 Each run also writes accuracy result records as accuracy.py does (benchmarks/results.py; figures from
 accuracy.seeds_figures): ours as accuracy-DATASET-ARCH-INPUTS-Nep-sSEEDS-TRANSFORMER, e.g.
@@ -105,8 +106,10 @@ def record_names(
     seeds: Sequence[int],
     transformer: str,
     sets: List[str],
+    gpu: bool = False,
 ) -> Dict[str, Tuple[str, str, Dict[str, Any]]]:
-    """The accuracy records' (id, title, setup) for ours ("ours") and the peer ("peer")."""
+    """The accuracy records' (id, title, setup) for ours ("ours") and the peer ("peer"); trained on a GPU,
+    their ids end in "gpu" as accuracy.py's do."""
     stem = Path(config).stem.removesuffix("_trf")
     arch = slug(stem.split("_", 1)[1]) if "_" in stem else "flat"
     architecture = ARCHITECTURE_NAMES.get(arch, arch)
@@ -118,6 +121,7 @@ def record_names(
     name = {"msra": "MSRA"}.get(dataset, dataset.capitalize())
     span = f"{epochs} epoch" + ("s" if epochs != 1 else "")
     runs = "s" + "".join(map(str, seeds))
+    device = "gpu" if gpu else ""
     ours = {
         "architecture": architecture,
         "inputs": label,
@@ -129,9 +133,13 @@ def record_names(
     title = f"{name}, {architecture} + {transformer}, {label}, {span}" + "".join(f", {x}" for x in settings)
     peer = {"architecture": "spaCy ner", "inputs": "no vectors", "epochs": epochs, "transformer": transformer}
     return {
-        "ours": (slug("accuracy", dataset, arch, inputs, f"{epochs}ep", runs, *settings, transformer), title, ours),
+        "ours": (
+            slug("accuracy", dataset, arch, inputs, f"{epochs}ep", runs, *settings, transformer, device),
+            title,
+            ours,
+        ),
         "peer": (
-            slug("accuracy", dataset, "spacy-ner", transformer, f"{epochs}ep", runs),
+            slug("accuracy", dataset, "spacy-ner", transformer, f"{epochs}ep", runs, device),
             f"{name}, spaCy's ner on {transformer}, {span}",
             {**peer, "kind": "peer"},
         ),
@@ -149,6 +157,7 @@ def main() -> None:
         "--config", default="resume_trf.cfg", help="ours, under configs/: resume_dcsan_trf.cfg for DC-SAN+BERT"
     )
     parser.add_argument("--skip-peer", action="store_true", help="train only flat_ner (more seeds of a measured row)")
+    parser.add_argument("--gpu-id", type=int, default=-1, help="train and evaluate on this GPU")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N docs of each split")
     parser.add_argument(
         "--set", nargs="+", default=[], metavar="KEY=JSON", help="config overrides for both models, after the schedule"
@@ -183,11 +192,14 @@ def main() -> None:
                 args.epochs,
                 {"paths.transformer": model, **shared, **(LEXICONS[args.lexicon] if args.lexicon else {})},
                 (args.output or Path(tmp)) / f"flat{seed}",
+                args.gpu_id,
                 resumable=args.output is not None,
             )
             runs = [(ours_label, ours)]
             if not args.skip_peer:
-                runs.append((PEER, run(peer_path, data, seed, args.epochs, shared, Path(tmp) / f"peer{seed}")))
+                runs.append(
+                    (PEER, run(peer_path, data, seed, args.epochs, shared, Path(tmp) / f"peer{seed}", args.gpu_id))
+                )
             for label, r in runs:
                 results[label].append(r)
                 row = [label, str(seed), f"{r['test_f']:.2f}", f"{r['dev_f']:.2f}", f"{r['train_s']:.0f}"]
@@ -202,8 +214,16 @@ def main() -> None:
     summaries = [seeds_row(label, done) for label, done in results.items() if len(done) > 1]
     if summaries:
         print("\n" + markdown_table(SEEDS_COLUMNS, summaries))
-    names = record_names(args.dataset, args.config, args.lexicon, args.epochs, args.seeds, Path(model).name, args.set)
-    common = {"dataset": args.dataset, "seeds": args.seeds, "load_before": load, "out_dir": args.results}
+    names = record_names(
+        args.dataset, args.config, args.lexicon, args.epochs, args.seeds, Path(model).name, args.set, args.gpu_id >= 0
+    )
+    common = {
+        "dataset": args.dataset,
+        "seeds": args.seeds,
+        "load_before": load,
+        "gpu_id": args.gpu_id,
+        "out_dir": args.results,
+    }
     for key, done in (("ours", results[ours_label]), ("peer", results[PEER])):
         if done:
             rid, title, setup = names[key]
