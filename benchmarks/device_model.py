@@ -1,14 +1,14 @@
 """Moves a transformer and a trained pipeline to and from a GPU machine whose file transfers are capped
-(64 MiB a call each way, 16 MiB a file).
+(64 MiB each way, 16 MiB a file).
 
 A Hugging Face model travels as a half-precision safetensors copy (m3e-small: 92 MB of float32 weights,
-46 MB in float16); a trained pipeline comes back with its transformer's weights in float16, packed with xz
+48 MB in float16); a trained pipeline comes back with its transformer's weights in float16, packed with xz
 and cut into parts. Loading either puts the weights back into float32 parameters, so a model trained
 there is scored here on the very weights that came back (the rounding to float16 is the only change).
 
     python benchmarks/device_model.py pack-hf ../shared/vectors/m3e-small .devdata/m3e-small     # here
-    python benchmarks/device_model.py pack-pipeline training/teach/resume_trf/flat0/model-best $OUT/teacher  # there
-    python benchmarks/device_model.py unpack-pipeline /work/.device/.../teacher training/teach/resume_trf_h200  # here
+    python benchmarks/device_model.py pack-pipeline training/teach/resume_trf_gpu/flat0/model-best $OUT/teacher0
+    python benchmarks/device_model.py unpack-pipeline FETCHED/teacher0 training/teach/resume_trf_gpu/flat0/model-best
 """
 
 import argparse

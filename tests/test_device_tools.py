@@ -1,0 +1,101 @@
+"""The benchmarks' tools for a GPU machine: records of one seed each merged into one over the seeds
+(benchmarks/merge_seeds.py), and a transformer pipeline carried in half precision and in parts
+(benchmarks/device_model.py)."""
+
+import statistics
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+import spacy
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import device_model  # noqa: E402
+import merge_seeds  # noqa: E402
+
+from .conftest import SHARED, tiny_examples  # noqa: E402
+
+TINY_BERT = SHARED / "vectors" / "albert-tiny-chinese"
+
+
+def one_seed(seed: int, test: float, dev: float, **changes: Any) -> Dict[str, Any]:
+    record = {
+        "id": f"accuracy-resume-flat-defaults-6ep-s{seed}-m3e-small-gpu",
+        "question": "accuracy",
+        "title": "Resume, FLAT + m3e-small, embedded defaults, 6 epochs",
+        "dataset": "resume",
+        "command": f"python benchmarks/transformer.py resume --epochs 6 --seeds {seed} --skip-peer --gpu-id 0",
+        "date": "2026-01-01",
+        "version": "0.0.0",
+        "commit": "abc1234",
+        "machine": "a GPU",
+        "threads": 4,
+        "load": {"before": 1.0 + seed, "after": 2.0},
+        "seeds": [seed],
+        "setup": {"architecture": "FLAT", "epochs": 6},
+        "figures": {
+            "test_f1": {"mean": test, "per_seed": [test]},
+            "dev_f1": {"mean": dev, "per_seed": [dev]},
+            "train_s": {"median": 100 + seed, "per_seed": [100 + seed]},
+            "test_chars_per_s": {"median": 5000},
+            "dev_curve": [[[1.0, dev]]],
+        },
+    }
+    record.update(changes)
+    return record
+
+
+def test_merge_seeds_gives_the_record_of_a_run_over_the_seeds():
+    merged = merge_seeds.merge([one_seed(2, 94.44, 95.10), one_seed(0, 94.89, 94.69), one_seed(1, 94.78, 94.79)])
+    assert merged["id"] == "accuracy-resume-flat-defaults-6ep-s012-m3e-small-gpu"
+    assert merged["seeds"] == [0, 1, 2]
+    assert "--seeds N" in merged["command"]
+    test = merged["figures"]["test_f1"]
+    assert test["per_seed"] == [94.89, 94.78, 94.44]
+    assert test["mean"] == round(statistics.mean([94.89, 94.78, 94.44]), 2)
+    assert test["sd"] == round(statistics.stdev([94.89, 94.78, 94.44]), 2)
+    assert merged["figures"]["train_s"] == {"median": 101, "per_seed": [100, 101, 102]}
+    assert len(merged["figures"]["dev_curve"]) == 3
+    # Speeds measured beside each other are no figure of one run.
+    assert "test_chars_per_s" not in merged["figures"]
+    assert merged["load"]["before"] == 3.0
+
+
+def test_merge_seeds_refuses_records_of_different_runs():
+    with pytest.raises(ValueError, match="setup"):
+        merge_seeds.merge([one_seed(0, 94.0, 94.0), one_seed(1, 94.0, 94.0, setup={"epochs": 3})])
+    with pytest.raises(ValueError, match="one seed"):
+        merge_seeds.merge([one_seed(0, 94.0, 94.0, seeds=[0, 1])])
+
+
+@pytest.mark.skipif(not TINY_BERT.exists(), reason=f"{TINY_BERT} is absent")
+def test_a_pipeline_comes_back_with_its_transformer_rounded_to_half(tmp_path, monkeypatch):
+    import spacy_transformers  # noqa: F401
+
+    nlp = spacy.blank("zh")
+    nlp.add_pipe("transformer", config={"model": {"name": str(TINY_BERT), "tokenizer_config": {"use_fast": True}}})
+    nlp.initialize(lambda: tiny_examples(nlp))
+    nlp.to_disk(tmp_path / "model")
+    # Small parts, so that the file is cut into several and joined again.
+    monkeypatch.setattr(device_model, "PART_BYTES", 1024 * 1024)
+    device_model.pack_pipeline(tmp_path / "model", tmp_path / "parts")
+    parts = sorted((tmp_path / "parts").iterdir())
+    assert len(parts) > 1 and all(p.stat().st_size <= 1024 * 1024 for p in parts)
+    device_model.unpack_pipeline(tmp_path / "parts", tmp_path / "back")
+    back = spacy.load(tmp_path / "back")
+
+    def weights(pipeline: spacy.Language) -> Dict[str, torch.Tensor]:
+        shims = [s for node in pipeline.get_pipe("transformer").model.walk() for s in node.shims]
+        return {k: v.detach() for k, v in shims[0]._model.state_dict().items()}
+
+    before, after = weights(nlp), weights(back)
+    assert before.keys() == after.keys()
+    for key, value in before.items():
+        assert after[key].dtype == value.dtype
+        expected = value.half().to(value.dtype) if value.is_floating_point() else value
+        assert torch.equal(after[key], expected), key
+    assert any(not torch.equal(after[k], v) for k, v in before.items() if v.is_floating_point())
