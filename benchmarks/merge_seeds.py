@@ -1,12 +1,14 @@
 """One accuracy record over several seeds from records of one seed each (seeds trained as separate
 processes, e.g. side by side on one GPU), checked to share everything but the seed.
 
-    python benchmarks/merge_seeds.py /work/.device/2/accuracy-resume-...-s0-m3e-small-gpu.json \\
-        /work/.device/4/accuracy-resume-...-s1-m3e-small-gpu.json ... --notes "..."
+    python benchmarks/merge_seeds.py FETCHED/accuracy-resume-...-s0-m3e-small-gpu.json \\
+        FETCHED/accuracy-resume-...-s1-m3e-small-gpu.json ... --notes "..." --load-note "..."
 
 The merged record is named as the script would have named a run over all the seeds (`-s0-` becomes
 `-s012-`), its command says `--seeds N`, its test and dev F1 are the seeds' mean, sample sd and per-seed
 values (as accuracy.seeds_figures makes them), and per-run speeds, measured beside each other, are dropped.
+Commands must be the same but for the seed and OMP_NUM_THREADS; where the seeds ran on different thread
+counts the record's threads is null and its load note names each seed's.
 """
 
 import argparse
@@ -21,17 +23,30 @@ sys.path.insert(0, str(Path(__file__).parent))
 from results import RESULTS, validate
 
 OVER_SEEDS = ("test_f1", "dev_f1", "test_f1_without_boundary_rules")
-SAME = ("question", "title", "dataset", "version", "machine", "setup", "date")
+SAME = ("question", "title", "dataset", "version", "commit", "machine", "setup", "date")
+THREADS_PREFIX = re.compile(r"^OMP_NUM_THREADS=\d+\s+")
 
 
-def merge(records: List[Dict[str, Any]], notes: str = "") -> Dict[str, Any]:
-    """RETURNS: The record over the seeds of `records` (one seed each, everything else equal)."""
+def bare_command(command: str) -> str:
+    """A record's command without its seed and thread count, which may differ between the seeds."""
+    return re.sub(r"--seeds \d+", "--seeds N", THREADS_PREFIX.sub("", command))
+
+
+def merge(records: List[Dict[str, Any]], notes: str = "", load_note: str = "") -> Dict[str, Any]:
+    """RETURNS: The record over the seeds of `records` (one seed each, everything else equal).
+
+    load_note (str): How the seeds' runs shared the machine (default: that the load is the highest of the
+        records'); each seed's thread count is added where they differ.
+    """
     for key in SAME:
         values = {json.dumps(r.get(key), sort_keys=True) for r in records}
         if len(values) > 1:
             raise ValueError(f"the records differ in {key}: {sorted(values)}")
     if any(len(r["seeds"]) != 1 for r in records):
         raise ValueError("each record must hold one seed")
+    commands = {bare_command(r["command"]) for r in records}
+    if len(commands) > 1:
+        raise ValueError(f"the records' commands differ: {sorted(commands)}")
     records = sorted(records, key=lambda r: r["seeds"][0])
     seeds = [r["seeds"][0] for r in records]
     first = records[0]
@@ -48,15 +63,21 @@ def merge(records: List[Dict[str, Any]], notes: str = "") -> Dict[str, Any]:
     if all("dev_curve" in r["figures"] for r in records):
         figures["dev_curve"] = [curve for r in records for curve in r["figures"]["dev_curve"]]
     seed_tag = "s" + "".join(map(str, seeds))
+    threads = {r["threads"] for r in records}
+    note = load_note or "the highest load average of the seeds' records"
+    if len(threads) > 1:
+        note += "; threads " + ", ".join(f"{r['threads']} (seed {r['seeds'][0]})" for r in records)
     merged = {
         **{k: v for k, v in first.items() if k not in ("figures", "notes")},
         "id": re.sub(r"-s\d+(?=-|$)", f"-{seed_tag}", first["id"], count=1),
-        "command": re.sub(r"--seeds \d+", "--seeds N", first["command"]),
-        "commit": first.get("commit"),
+        "command": bare_command(first["command"])
+        if len(threads) > 1
+        else re.sub(r"--seeds \d+", "--seeds N", first["command"]),
+        "threads": threads.pop() if len(threads) == 1 else None,
         "load": {
             "before": max((r["load"]["before"] for r in records if r["load"]["before"] is not None), default=None),
             "after": max((r["load"]["after"] for r in records if r["load"]["after"] is not None), default=None),
-            "note": "the seeds' processes ran side by side; the highest load average of their records",
+            "note": note,
         },
         "seeds": seeds,
         "figures": figures,
@@ -73,9 +94,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("records", type=Path, nargs="+", help="accuracy records of one seed each")
     parser.add_argument("--notes", default="")
+    parser.add_argument("--load-note", default="", help="how the seeds' runs shared the machine")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
-    merged = merge([json.loads(p.read_text(encoding="utf8")) for p in args.records], args.notes)
+    merged = merge([json.loads(p.read_text(encoding="utf8")) for p in args.records], args.notes, args.load_note)
     path = args.results / f"{merged['id']}.json"
     path.write_text(json.dumps(merged, ensure_ascii=False, indent=2) + "\n", encoding="utf8")
     print(f"Result written: {path}")

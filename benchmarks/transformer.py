@@ -26,7 +26,8 @@ the default peer never left F1 0.
 Each run also writes accuracy result records as accuracy.py does (benchmarks/results.py; figures from
 accuracy.seeds_figures): ours as accuracy-DATASET-ARCH-INPUTS-Nep-sSEEDS-TRANSFORMER, e.g.
 accuracy-weibo-flat-defaults-3ep-s012-m3e-small, the peer as accuracy-DATASET-spacy-ner-TRANSFORMER-Nep-sSEEDS
-(`record_names` makes the names and setups; --set keys under components. join the name; --results DIR: elsewhere).
+(`record_names` makes the names and setups; --set keys under components. join the name, a GPU run's name
+ends in -gpu; --results DIR: elsewhere).
 """
 
 import argparse

@@ -68,8 +68,27 @@ def test_merge_seeds_gives_the_record_of_a_run_over_the_seeds():
 def test_merge_seeds_refuses_records_of_different_runs():
     with pytest.raises(ValueError, match="setup"):
         merge_seeds.merge([one_seed(0, 94.0, 94.0), one_seed(1, 94.0, 94.0, setup={"epochs": 3})])
+    with pytest.raises(ValueError, match="commit"):
+        merge_seeds.merge([one_seed(0, 94.0, 94.0), one_seed(1, 94.0, 94.0, commit="def5678")])
     with pytest.raises(ValueError, match="one seed"):
         merge_seeds.merge([one_seed(0, 94.0, 94.0, seeds=[0, 1])])
+    other = one_seed(1, 94.0, 94.0)
+    other["command"] = other["command"].replace("--epochs 6", "--epochs 3")
+    with pytest.raises(ValueError, match="commands differ"):
+        merge_seeds.merge([one_seed(0, 94.0, 94.0), other])
+
+
+def test_merge_seeds_says_each_seeds_threads_where_they_differ():
+    alone = one_seed(0, 94.0, 94.0, threads=16)
+    beside = [one_seed(s, 94.0, 94.0, threads=3) for s in (1, 2)]
+    for record in beside:
+        record["command"] = "OMP_NUM_THREADS=3 " + record["command"]
+    merged = merge_seeds.merge([alone, *beside], load_note="seed 0 alone")
+    assert merged["threads"] is None
+    assert not merged["command"].startswith("OMP_NUM_THREADS")
+    assert merged["load"]["note"] == "seed 0 alone; threads 16 (seed 0), 3 (seed 1), 3 (seed 2)"
+    same = merge_seeds.merge([one_seed(s, 94.0, 94.0) for s in (0, 1)])
+    assert same["threads"] == 4
 
 
 @pytest.mark.skipif(not TINY_BERT.exists(), reason=f"{TINY_BERT} is absent")
@@ -99,3 +118,23 @@ def test_a_pipeline_comes_back_with_its_transformer_rounded_to_half(tmp_path, mo
         expected = value.half().to(value.dtype) if value.is_floating_point() else value
         assert torch.equal(after[key], expected), key
     assert any(not torch.equal(after[k], v) for k, v in before.items() if v.is_floating_point())
+
+
+@pytest.mark.skipif(not TINY_BERT.exists(), reason=f"{TINY_BERT} is absent")
+def test_a_transformer_travels_in_half_and_loads_in_float32(tmp_path):
+    from safetensors.torch import load_file
+    from transformers import AutoModel
+
+    device_model.pack_hf(TINY_BERT, tmp_path / "half")
+    assert not (tmp_path / "half" / "pytorch_model.bin").exists()
+    source = torch.load(TINY_BERT / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    packed = load_file(tmp_path / "half" / "model.safetensors")
+    assert packed.keys() == source.keys()
+    for key, value in source.items():
+        expected = value.half() if value.is_floating_point() else value
+        assert torch.equal(packed[key], expected), key
+    # Loaded, the weights are float32 parameters holding the rounded values.
+    loaded = AutoModel.from_pretrained(str(tmp_path / "half")).state_dict()
+    words = loaded["embeddings.word_embeddings.weight"]
+    assert words.dtype == torch.float32
+    assert torch.equal(words, source["albert.embeddings.word_embeddings.weight"].half().float())
