@@ -11,7 +11,9 @@ students of one config trained on
 - `silver`: gold plus soft targets (marginals), with silver sentences from raw text beside the gold.
 
 Speed is `nlp.pipe` chars/s at batch 64 on one thread (the evaluation's timing); every run keeps its
-checkpoints in OUTPUT, so the same command run again goes on from where it stopped.
+checkpoints in OUTPUT, so the same command run again goes on from where it stopped. The students of one
+command share a cache of the teachers' targets, so the teachers run once over the text, not once a student
+(the first student of a run pays for them in its training time).
 
     python benchmarks/distillation.py weibo --teachers training/trf/weibo0/model-best \\
         --student-config weibo_dcsan.cfg --epochs 10 --seeds 0 1 2 --output training/distill/weibo \\
@@ -40,14 +42,16 @@ import json
 import os
 import statistics
 import sys
+from functools import partial
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Hashable, List, Optional, Sequence, Tuple
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import spacy
 import torch
+from spacy.language import Language
 from spacy.tokens import DocBin
 from thinc.api import Config
 
@@ -61,7 +65,7 @@ from spacy_flat.cli.schedule import count_batches, epoch_schedule, schedule_for
 from spacy_flat.distillation.settings import DistillationSettings, SilverSettings
 from spacy_flat.distillation.silver import SilverReport, silver_docs
 from spacy_flat.distillation.student import attach_teachers
-from spacy_flat.distillation.teachers import EnsembleTeacher, PipelineTeacher, ensemble_entities
+from spacy_flat.distillation.teachers import CachedTargets, EnsembleTeacher, PipelineTeacher, ensemble_entities
 from spacy_flat.pipeline.scorer import score_char_entities
 from spacy_flat.pretraining.sentences import SentenceFilter, held_back_texts
 from spacy_flat.pretraining.sources import TextFields, read_texts
@@ -249,6 +253,14 @@ def teacher_rows(
     return rows
 
 
+def share_teachers(nlp: Language, settings: DistillationSettings, caches: Dict[Hashable, CachedTargets]) -> None:
+    """Set the teachers on a student, sharing one cache of their targets with every student of the run that
+    has the same teachers and target settings: the teachers run once over the gold (and silver) text, not
+    once a seed and variant. Their targets do not depend on the student, so sharing changes no figure."""
+    settings_source = settings.target_source
+    caches[settings_source] = attach_teachers(nlp, settings, caches.get(settings_source))
+
+
 def seeds_row(label: str, results: List[dict]) -> List[str]:
     tests = [r["test_f"] for r in results]
     spread = statistics.stdev(tests) if len(tests) > 1 else 0.0
@@ -310,6 +322,7 @@ def main() -> None:
     teacher = members[0] if len(members) == 1 else EnsembleTeacher(members)
     measured: Dict[str, Any] = {}
     students: Dict[str, List[dict]] = {}
+    caches: Dict[Hashable, CachedTargets] = {}
     rows = teacher_rows(members, list(args.teachers), data, args.output, measured)
     silver = make_silver(teacher, data, args, args.output) if "silver" in args.variants else None
     extra = {
@@ -327,7 +340,7 @@ def main() -> None:
         variant_settings = DistillationSettings.from_config(
             dict(Config().from_disk(config, interpolate=False).get("flat_distillation", {})), str(config)
         )
-        prepare = None if variant == "gold" else (lambda nlp, s=variant_settings: attach_teachers(nlp, s) and None)
+        prepare = None if variant == "gold" else partial(share_teachers, settings=variant_settings, caches=caches)
         results = [
             run(
                 config,

@@ -623,3 +623,34 @@ def test_teacher_student_loss_is_teachings_soft_loss(teachers, top_k):
     losses = student.distill(teacher, examples, temperature=2.0, top_k=top_k)
     assert losses["flat_ner"] == pytest.approx(want[0], rel=1e-5)
     assert torch.allclose(crf.raw_transitions.grad, want[2], atol=1e-5)
+
+
+def test_students_of_the_same_teachers_share_their_targets(teachers, tmp_path):
+    """A second student of the same teachers and settings reuses the first one's cache: the teachers
+    compute nothing more, and the student trains exactly as with a cache of its own."""
+    from spacy_flat.distillation.settings import DistillationSettings
+    from spacy_flat.distillation.student import attach_teachers
+
+    flat, _ = teachers
+    flat.to_disk(tmp_path / "teacher")
+    settings = DistillationSettings([str(tmp_path / "teacher")])
+
+    def train(nlp, cache=None):
+        shared = attach_teachers(nlp, settings, cache)
+        examples = tiny_examples(nlp)
+        fix_random_seed(5)
+        optimizer = nlp.create_optimizer()
+        losses = [nlp.update(examples, sgd=optimizer)["flat_ner"] for _ in range(3)]
+        return shared, losses
+
+    first, _ = train(fresh_student(20)[0])
+    computed = first.computed
+    assert computed > 0
+    shared, losses = train(fresh_student(21)[0], first)
+    assert shared is first and first.computed == computed and first.reused > 0
+    own, own_losses = train(fresh_student(21)[0])
+    assert own is not first and own.computed == computed
+    assert losses == own_losses
+    hotter = DistillationSettings([str(tmp_path / "teacher")], temperature=2.0)
+    with pytest.raises(ValueError, match="cached targets come from"):
+        attach_teachers(fresh_student(22)[0], hotter, first)

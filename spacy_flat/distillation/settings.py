@@ -1,7 +1,7 @@
 """Settings of distillation and self-training, importable without loading a pipeline."""
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ..errors import FlatError
 
@@ -69,6 +69,12 @@ class DistillationSettings:
     def teacher_top_k(self) -> int:
         """RETURNS (int): The paths each teacher gives; 0 for tag marginals."""
         return self.top_k if self.targets == "top_k" else 0
+
+    @property
+    def target_source(self) -> Tuple[Tuple[str, ...], str, float, int]:
+        """RETURNS: What a teacher's soft targets depend on (teachers, component, temperature, paths per
+        teacher): two students with the same source may share one cache of targets."""
+        return tuple(self.teachers), self.component, float(self.temperature), self.teacher_top_k
 
     def describe(self) -> str:
         """RETURNS (str): The soft targets, in words."""

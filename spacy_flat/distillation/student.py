@@ -1,5 +1,7 @@
 """A student pipeline set up to learn from its teachers during training."""
 
+from typing import Optional
+
 from spacy.language import Language
 
 from ..pipeline.component import FlatNER
@@ -8,11 +10,16 @@ from .settings import DistillationSettings
 from .teachers import CachedTargets, EnsembleTeacher, PipelineTeacher
 
 
-def attach_teachers(nlp: Language, settings: DistillationSettings) -> CachedTargets:
+def attach_teachers(
+    nlp: Language, settings: DistillationSettings, cache: Optional[CachedTargets] = None
+) -> CachedTargets:
     """Load the teachers and set them on the student's component, behind a
     cache, so each training segment's soft targets are computed once.
 
     nlp (Language): The student, initialized (its labels known).
+    cache (Optional[CachedTargets]): The cache of another student of the same
+        teachers and settings (another seed or variant in the same process),
+        whose targets are reused rather than computed again; None: a new one.
     RETURNS (CachedTargets): The cache, whose counts say what the teachers computed.
     """
     if not settings.teachers:
@@ -20,12 +27,17 @@ def attach_teachers(nlp: Language, settings: DistillationSettings) -> CachedTarg
     student = nlp.get_pipe(settings.component)
     if not isinstance(student, FlatNER):
         raise ValueError(f"'{settings.component}' is a {type(student).__name__}, not flat_ner")
-    members = [
-        PipelineTeacher.from_disk(path, settings.component, settings.temperature, settings.teacher_top_k)
-        for path in settings.teachers
-    ]
-    teacher = members[0] if len(members) == 1 else EnsembleTeacher(members)
-    check_labels(student.labels, teacher.labels)
-    cache = CachedTargets(teacher)
+    if cache is None:
+        members = [
+            PipelineTeacher.from_disk(path, settings.component, settings.temperature, settings.teacher_top_k)
+            for path in settings.teachers
+        ]
+        teacher = members[0] if len(members) == 1 else EnsembleTeacher(members)
+        cache = CachedTargets(teacher, source=settings.target_source)
+    elif cache.source != settings.target_source:
+        raise ValueError(
+            f"the cached targets come from {cache.source}, this student's teachers are {settings.target_source}"
+        )
+    check_labels(student.labels, cache.labels)
     student.teaching = Teaching(cache, weight=settings.soft_weight, temperature=settings.temperature)
     return cache

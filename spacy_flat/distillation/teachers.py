@@ -5,7 +5,7 @@ the best tag paths with their probabilities."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union, cast
+from typing import Dict, Hashable, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 import spacy
@@ -132,13 +132,16 @@ def pool_paths(members: Sequence[TopPaths]) -> TopPaths:
 class CachedTargets:
     """A teacher's targets computed once per segment and kept (in memory) for
     every later epoch: the teacher runs once over the training data, not once
-    an epoch.
+    an epoch, and once for every student that shares the cache.
 
     teacher: A `PipelineTeacher` or `EnsembleTeacher`.
+    source: What the targets depend on (`DistillationSettings.target_source`),
+        checked when another student reuses the cache; None where unknown.
     """
 
-    def __init__(self, teacher: Union[PipelineTeacher, EnsembleTeacher]) -> None:
+    def __init__(self, teacher: Union[PipelineTeacher, EnsembleTeacher], source: Optional[Hashable] = None) -> None:
         self.teacher = teacher
+        self.source = source
         self.labels = teacher.labels
         self._cache: Dict[Tuple[str, int, str], SoftTarget] = {}
         self.computed = 0
