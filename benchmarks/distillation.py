@@ -18,6 +18,11 @@ command share a cache of the teachers' targets, so the teachers run once over th
     python benchmarks/distillation.py weibo --teachers training/trf/weibo0/model-best \\
         --student-config weibo_dcsan.cfg --epochs 10 --seeds 0 1 2 --output training/distill/weibo \\
         --raw ../shared/corpora/smp2020-ewect_usual_eval_labeled.json.xz --json-field content
+    python benchmarks/distillation.py msra --teachers training/teach/msra_trf_gpu/flat0/model-best \\
+        --student-config msra_dcsan.cfg --epochs 2 --seeds 0 1 2 --variants soft --gpu-id 0 --output ...
+
+With --gpu-id the teachers and students run on that GPU, the speeds are the GPU's and the group's name ends
+in gpu.
 
 Each row is also written as a result record of question "accuracy" (benchmarks/results.py; --results DIR:
 elsewhere), one record a row, so that each carries accuracy's figures (test_f1 {mean[, sd], per_seed},
@@ -224,13 +229,14 @@ def teacher_rows(
     data: Dict[str, Path],
     out: Path,
     measured: Optional[Dict[str, Any]] = None,
+    gpu_id: int = -1,
 ) -> List[List[str]]:
     """The teachers' and the ensemble's table rows; their figures go into `measured` ("teachers", "ensemble")."""
     measured = {} if measured is None else measured
     measured.setdefault("teachers", [])
     rows = []
     for k, path in enumerate(paths):
-        scores = evaluate(path, data["test"], out / f"teacher{k}-metrics")
+        scores = evaluate(path, data["test"], out / f"teacher{k}-metrics", gpu_id=gpu_id)
         dev = json.loads((Path(path) / "meta.json").read_text())["performance"].get("ents_f", 0.0)
         speed = scores["speed"]["chars_per_second"]
         measured["teachers"].append(
@@ -309,10 +315,16 @@ def main() -> None:
     parser.add_argument("--notes", default="", help="said in every record, e.g. the commands that trained the teachers")
     parser.add_argument("--tag", default="", help="ends the group's name (other teachers or settings, same student)")
     parser.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON", help="more config overrides")
+    parser.add_argument(
+        "--gpu-id", type=int, default=-1, help="teachers and students on this GPU (speeds: the GPU's; names end in gpu)"
+    )
     results_option(parser)
     args = parser.parse_args()
     load = round(os.getloadavg()[0], 2)
     torch.set_num_threads(1)
+    if args.gpu_id >= 0:
+        # Before any pipeline loads, so the teachers' weights go to the GPU too.
+        spacy.require_gpu(args.gpu_id)
     data = splits(args.dataset)
     base = ROOT / "configs" / (args.student_config or f"{args.dataset}.cfg")
     settings = DistillationSettings(
@@ -323,7 +335,7 @@ def main() -> None:
     measured: Dict[str, Any] = {}
     students: Dict[str, List[dict]] = {}
     caches: Dict[Hashable, CachedTargets] = {}
-    rows = teacher_rows(members, list(args.teachers), data, args.output, measured)
+    rows = teacher_rows(members, list(args.teachers), data, args.output, measured, args.gpu_id)
     silver = make_silver(teacher, data, args, args.output) if "silver" in args.variants else None
     extra = {
         **schedule_for(base, data["train"], args.epochs),
@@ -349,6 +361,7 @@ def main() -> None:
                 args.epochs,
                 {**extra, **schedule},
                 args.output / variant / f"seed{s}",
+                args.gpu_id,
                 resumable=True,
                 prepare=prepare,
             )
@@ -382,7 +395,7 @@ def main() -> None:
         args.raw_tables,
         args.gold_record,
         args.reference,
-        args.tag,
+        slug(args.tag, "gpu" if args.gpu_id >= 0 else ""),
     )
     for rid, seeds, setup, figures in made:
         title = f"{args.dataset.capitalize() if args.dataset != 'msra' else 'MSRA'}, distillation: {setup['row']}"
@@ -395,6 +408,7 @@ def main() -> None:
             seeds=seeds,
             setup=setup,
             load_before=load,
+            gpu_id=args.gpu_id,
             notes=args.notes,
             out_dir=args.results,
         )
