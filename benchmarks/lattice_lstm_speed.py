@@ -12,6 +12,9 @@ rounds, one torch thread:
   featurizing included.
 
     OMP_NUM_THREADS=1 python benchmarks/lattice_lstm_speed.py resume --sentences 200 --rounds 3
+    python benchmarks/lattice_lstm_speed.py resume --gpu-id 0   # both on a GPU (the released code ran on one)
+
+On a GPU the record is speed-gpu-lattice-lstm-training-<dataset>, else speed-cpu-...
 """
 
 import argparse
@@ -30,7 +33,7 @@ from spacy.util import registry
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import examples, load_average, machine, train_split
-from family import from_config
+from family import from_config, use_gpu
 from released_lattice_lstm import ReleasedLatticeLstm, sentences_of, train_rate
 from results import record, results_option
 
@@ -41,6 +44,8 @@ def sentences_per_second(nlp: Language, batches: List[List[Example]]) -> float:
     start = time.perf_counter()
     for batch in batches:
         nlp.update(batch, sgd=optimizer)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()  # the GPU's queue belongs to the steps timed
     return sum(len(batch) for batch in batches) / (time.perf_counter() - start)
 
 
@@ -84,15 +89,22 @@ def main() -> None:
     parser.add_argument(
         "--sizes", type=int, nargs="*", default=[], help="also the config's batcher with these `size`s (padded chars)"
     )
+    parser.add_argument("--gpu-id", type=int, default=-1, help="train both on this GPU (default: CPU)")
     results_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
     load = os.getloadavg()[0]
-    print(f"Machine: {machine()}; {load_average()} (before)")
+    gpu = args.gpu_id >= 0
+    if gpu:
+        use_gpu(args.gpu_id)
+    where = f"one {torch.cuda.get_device_name(args.gpu_id)}" if gpu else "one CPU thread"
+    print(f"Machine: {machine()}; {load_average()} (before); training on {where}")
     nlp = from_config(f"{args.dataset}_lattice_lstm.cfg", args.dataset)
     every = examples(nlp, args.dataset, train_split(args.dataset))
     egs = every[:: max(1, len(every) // args.sentences)][: args.sentences]
     model, sentences, tags = released_inputs(nlp, egs)
+    if gpu:
+        model.to(f"cuda:{args.gpu_id}")
     train_rate(model, sentences[:2], tags[:2])  # first-call set-up is not a training cost
     ways = {
         "one sentence a step": [[eg] for eg in egs],
@@ -149,15 +161,17 @@ def main() -> None:
         "batch_mean": round(statistics.mean(sizes), 1),
         "fit": {"step_ms": round(intercept, 2), "sentence_ms": round(slope, 3), "ceiling": round(ceiling, 2)},
     }
-    title = f"Lattice LSTM training, {len(egs)} {args.dataset} sentences: against the released design"
+    title = f"Lattice LSTM training on {where}, {len(egs)} {args.dataset} sentences: against the released design"
+    kind = "speed-gpu" if gpu else "speed-cpu"
     record(
-        f"speed-cpu-lattice-lstm-training-{args.dataset}",
-        "speed-cpu",
+        f"{kind}-lattice-lstm-training-{args.dataset}",
+        kind,
         title,
         figures,
         dataset=args.dataset,
         setup={"sentences": len(egs), "rounds": args.rounds},
         load_before=load,
+        gpu_id=args.gpu_id,
         out_dir=args.results,
     )
 
