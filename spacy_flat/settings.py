@@ -49,6 +49,9 @@ class FlatSettings:
         (characters only, TENER's layers) or "dcsan" (characters attended by their
         word sets, then TENER's layers) or "lattice_lstm" (Zhang & Yang's lattice
         LSTM over characters and the words ending at each); set by the registered builder.
+    coupled_forget (bool): Lattice LSTM: the character cell of Zhang & Yang's released
+        code, whose forget gate is one minus its input gate (three gates), in place of
+        the paper's eq. 11 with a forget gate of its own (four).
     """
 
     width: int = 160
@@ -75,6 +78,7 @@ class FlatSettings:
     use_char_embeddings: bool = True
     learn_rate_scale: float = 1.0
     encoder: str = "flat"
+    coupled_forget: bool = False
 
     def __post_init__(self) -> None:
         if self.encoder not in ENCODERS:
@@ -83,6 +87,8 @@ class FlatSettings:
             # No attention heads: the width is split between the two directions.
             if self.width % 2:
                 raise ValueError(f"the Lattice LSTM's width {self.width} is not even (two directions)")
+        elif self.coupled_forget:
+            raise ValueError("coupled_forget is a setting of the Lattice LSTM's character cell")
         elif self.width % self.n_heads:
             raise ValueError(f"width {self.width} is not divisible by {self.n_heads} heads")
         if (self.grad_scaler_config or {}).get("enabled"):
@@ -97,6 +103,8 @@ TRANSFORMER_ONLY = ("use_char_embeddings", "learn_rate_scale", "encoder")
 # of the lattice words, which TENER (characters only) does not have either.
 FLAT_ONLY = ("mask_self_matched", "max_distance", "head_only")
 LATTICE_ONLY = ("word_width", "word_rows", "max_words", *FLAT_ONLY)
+# Settings of the Lattice LSTM's cell, which the attention models do not have.
+LSTM_ONLY = ("coupled_forget",)
 # Settings of the attention layers, which the Lattice LSTM does not have.
 ATTENTION_ONLY = ("n_heads", "ffn_width", "n_layers", "dropout", "attention_dropout", "scaled", *FLAT_ONLY)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -137,7 +145,7 @@ def settings_signature(*leading: inspect.Parameter, exclude: Sequence[str] = (),
     return decorate
 
 
-def default_config(architecture: str, exclude: Sequence[str] = TRANSFORMER_ONLY) -> Dict[str, Any]:
+def default_config(architecture: str, exclude: Sequence[str] = TRANSFORMER_ONLY + LSTM_ONLY) -> Dict[str, Any]:
     """RETURNS (Dict[str, Any]): The `[model]` block of `architecture` with every default."""
     values = {f.name: f.default for f in dataclasses.fields(FlatSettings) if f.name not in exclude}
     return {"@architectures": architecture, **values}

@@ -47,8 +47,9 @@ def literal_direction(
     x (n, input width): x^c_j. xw (m, word width): x^w of `words`, which are (b, e) in reading order.
     """
     ch, wh, lh = char_proj.weight, word_proj.weight, lstm.word_gate[d].T
-    rows_c = slice(d * 5 * H, d * 5 * H + 4 * H)
-    rows_l = slice(d * 5 * H + 4 * H, (d + 1) * 5 * H)
+    n_gates = lstm.char_hidden.shape[2] // H  # 3: the released code's cell, f = 1 - i
+    rows_c = slice(d * (n_gates + 1) * H, d * (n_gates + 1) * H + n_gates * H)
+    rows_l = slice(d * (n_gates + 1) * H + n_gates * H, (d + 1) * (n_gates + 1) * H)
     rows_w = slice(d * 3 * H, (d + 1) * 3 * H)
     w_c, b_c = torch.cat([ch[rows_c], lstm.char_hidden[d].T], 1), char_proj.bias[rows_c]
     w_l, b_l = torch.cat([ch[rows_l], lh], 1), char_proj.bias[rows_l]
@@ -57,8 +58,9 @@ def literal_direction(
     hs, cs = [], []
     for j in range(x.shape[0]):
         z = w_c @ torch.cat([x[j], h]) + b_c  # eq. 11
-        i, o, f = torch.sigmoid(z[:H]), torch.sigmoid(z[H : 2 * H]), torch.sigmoid(z[2 * H : 3 * H])
-        c_tilde = torch.tanh(z[3 * H :])
+        i, o = torch.sigmoid(z[:H]), torch.sigmoid(z[H : 2 * H])
+        f = 1 - i if n_gates == 3 else torch.sigmoid(z[2 * H : 3 * H])
+        c_tilde = torch.tanh(z[(n_gates - 1) * H :])
         ending = [(b, k) for k, (b, e) in enumerate(words) if e == j and b < j]
         if not ending:
             c = f * c + i * c_tilde
@@ -87,9 +89,9 @@ def literal(lstm, char_proj, word_proj, x, xw, words):
     return torch.cat([forward, backward], 1)
 
 
-def random_lstm(seed: int = 0, directions: int = 2):
+def random_lstm(seed: int = 0, directions: int = 2, coupled: bool = False):
     torch.manual_seed(seed)
-    lstm = LatticeLstm(H, directions=directions).double()
+    lstm = LatticeLstm(H, directions=directions, coupled=coupled).double()
     with torch.no_grad():
         for param in lstm.parameters():  # not the identity start: every entry counts
             param.normal_(0, 0.7)
@@ -110,8 +112,10 @@ def batch_inputs(x: List[torch.Tensor], xw: List[torch.Tensor], char_proj, word_
     return char_proj(chars), word_proj(torch.cat(xw)), rows, heads, tails, lengths
 
 
-def test_the_batched_recurrence_equals_the_literal_equations():
-    lstm, char_proj, word_proj = random_lstm()
+@pytest.mark.parametrize("coupled", [False, True])
+def test_the_batched_recurrence_equals_the_literal_equations(coupled):
+    """The paper's cell (eq. 11: a forget gate of its own) and the released code's (f = 1 - i)."""
+    lstm, char_proj, word_proj = random_lstm(coupled=coupled)
     gen = torch.Generator().manual_seed(1)
     x = [torch.randn(n, 4, dtype=torch.float64, generator=gen) for n, _ in SENTENCES]
     xw = [torch.randn(len(words), 5, dtype=torch.float64, generator=gen) for _, words in SENTENCES]
@@ -150,11 +154,12 @@ def test_gradients_pass_gradcheck():
     assert torch.autograd.gradcheck(run, inputs)
 
 
-@pytest.mark.parametrize("directions", [2, 1])
-def test_outputs_and_gradients_equal_autograd_through_the_literal_equations(directions):
+@pytest.mark.parametrize("directions,coupled", [(2, False), (1, False), (2, True)])
+def test_outputs_and_gradients_equal_autograd_through_the_literal_equations(directions, coupled):
     """The hand-written backward against autograd through the literal equations,
-    for every input and weight, in one direction and in two."""
-    lstm, char_proj, word_proj = random_lstm(seed=4, directions=directions)
+    for every input and weight, in one direction and in two, and with the released
+    code's coupled forget gate."""
+    lstm, char_proj, word_proj = random_lstm(seed=4, directions=directions, coupled=coupled)
     gen = torch.Generator().manual_seed(5)
     x = [torch.randn(n, 4, dtype=torch.float64, generator=gen) for n, _ in SENTENCES]
     xw = [torch.randn(len(words), 5, dtype=torch.float64, generator=gen) for _, words in SENTENCES]
@@ -180,8 +185,8 @@ def test_outputs_and_gradients_equal_autograd_through_the_literal_equations(dire
         torch.testing.assert_close(mine, reference, atol=1e-10, rtol=1e-10)
 
 
-@pytest.mark.parametrize("directions", [2, 1])
-def test_the_recurrence_function_passes_gradcheck(directions):
+@pytest.mark.parametrize("directions,gates", [(2, 4), (1, 4), (2, 3)])
+def test_the_recurrence_function_passes_gradcheck(directions, gates):
     """Finite differences against the hand-written backward of the recurrence alone, on
     nested words, several words ending at one character, rows without words and a
     single-character word."""
@@ -197,9 +202,9 @@ def test_the_recurrence_function_passes_gradcheck(directions):
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, dtype=torch.float64, generator=gen).requires_grad_()
 
-    x = randn(steps, directions, batch, 5 * hidden)
+    x = randn(steps, directions, batch, (gates + 1) * hidden)
     words = randn(directions * n_words, 3 * hidden)
-    weights = randn(directions, hidden, 4 * hidden), randn(directions, hidden, 3 * hidden)
+    weights = randn(directions, hidden, gates * hidden), randn(directions, hidden, 3 * hidden)
     weights += (randn(directions, hidden, hidden),)
     assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan), (x, words, *weights))
     none = torch.zeros(0, dtype=torch.long)  # and a batch without words: the plain LSTM
@@ -297,6 +302,20 @@ def test_the_builder_takes_the_papers_sizes_and_no_attention_settings():
     nlp = spacy.blank("zh")
     nlp.add_pipe("flat_ner", config={"model": {"@architectures": "spacy-flat.LatticeLstmTagger.v1", "width": 60}})
     assert nlp.config["components"]["flat_ner"]["model"]["word_width"] == 50
+    assert nlp.config["components"]["flat_ner"]["model"]["coupled_forget"] is False
+
+
+def test_the_released_codes_cell_has_three_gates_and_only_the_lattice_lstm_takes_it():
+    from spacy_flat.pipeline.architectures import build_flat_tagger, build_lattice_lstm_tagger
+
+    paper = build_lattice_lstm_tagger().get_ref("tagger").shims[0]._model
+    released = build_lattice_lstm_tagger(coupled_forget=True).get_ref("tagger").shims[0]._model
+    assert paper.lattice.char_hidden.shape == (2, 100, 400) and released.lattice.char_hidden.shape == (2, 100, 300)
+    assert released.char_proj.out_features == released.lattice.char_terms == 2 * 4 * 100
+    with pytest.raises(TypeError, match="coupled_forget"):
+        build_flat_tagger(coupled_forget=True)
+    with pytest.raises(ValueError, match="coupled_forget"):
+        FlatSettings(coupled_forget=True)
 
 
 def test_bigrams_reach_the_lstm_through_the_character_terms():

@@ -21,7 +21,7 @@ def test_builder_signatures_are_the_settings():
     assert list(plain) == [
         name
         for name in FlatSettings.__dataclass_fields__
-        if name not in ("use_char_embeddings", "learn_rate_scale", "encoder")
+        if name not in ("use_char_embeddings", "learn_rate_scale", "encoder", "coupled_forget")
     ]
     transformer = inspect.signature(build_flat_transformer_tagger).parameters
     assert list(transformer)[:3] == ["tok2vec", "width", "n_heads"]
@@ -35,6 +35,11 @@ def test_builder_signatures_are_the_settings():
     lstm = inspect.signature(build_lattice_lstm_tagger).parameters
     assert {"word_rows", "max_words", "bigram_rows"} <= set(lstm)
     assert not {"n_heads", "ffn_width", "n_layers", "dropout", "scaled", "encoder"} & set(lstm)
+    assert lstm["coupled_forget"].default is False
+    assert not any(
+        "coupled_forget" in inspect.signature(build).parameters
+        for build in (build_flat_tagger, build_flat_transformer_tagger, build_tener_tagger, build_dcsan_tagger)
+    )
     assert (lstm["width"].default, lstm["word_width"].default, lstm["output_dropout"].default) == (200, 50, 0.5)
 
 

@@ -53,7 +53,7 @@ class FlatTagger(nn.Module):
         self.bigram_fallback: Optional[nn.Parameter] = None
         # The Lattice LSTM: the projections give the input terms of its gates, for
         # every character and word in one product outside its loop over characters.
-        self.lattice = LatticeLstm(s.width // 2) if s.encoder == "lattice_lstm" else None
+        self.lattice = LatticeLstm(s.width // 2, coupled=s.coupled_forget) if s.encoder == "lattice_lstm" else None
         char_out, word_out = (s.width, s.width) if self.lattice is None else self.lattice.terms
         # A transformer-only model learns its input width at `configure`.
         self.char_proj = nn.Linear(max(1, self._char_input_width()), char_out)

@@ -14,8 +14,10 @@ cells of those words with its own candidate instead of keeping its previous cell
     h^c_j = o^c_j ⊙ tanh(c^c_j)
 
 and the plain LSTM cell c^c_j = f^c_j ⊙ c^c_{j-1} + i^c_j ⊙ c̃^c_j where no word
-ends. A word cell starts from the state of the word's first character (the
-paper's eq. 13 prints c^c_{b,e}; the released code, as here, reads c^c_b).
+ends. The released code's character cell has no forget gate of its own: f^c_j =
+1 - i^c_j (`coupled`), three gates where eq. 11 has four. A word cell starts from
+the state of the word's first character (the paper's eq. 13 prints c^c_{b,e}; the
+released code, as here, reads c^c_b).
 Single-character words are left out (the paper's footnote 2): a word cell needs
 the state of its first character before its last one.
 
@@ -37,9 +39,9 @@ from torch import nn
 
 from .lattice_lstm_recurrence import Schedule, lattice_recurrence
 
-# Input terms per direction: the character's i, o, f, c̃ (eq. 11) and its part of the
-# word gate i^c (eq. 14); the word's i, f, c̃ (eq. 13).
-CHAR_TERMS = 5
+# Input terms per direction: the character's i, o, f, c̃ (eq. 11; i, o, c̃ when the
+# forget gate is coupled) and its part of the word gate i^c (eq. 14); the word's i, f, c̃ (eq. 13).
+CHAR_GATES = 4
 WORD_TERMS = 3
 
 
@@ -54,19 +56,21 @@ class LatticeLstm(nn.Module):
 
     hidden (int): Hidden size of one direction.
     directions (int): 1 (left to right) or 2 (both, outputs side by side).
+    coupled (bool): The released code's character cell: its forget gate is 1 - i^c_j.
     """
 
-    def __init__(self, hidden: int, *, directions: int = 2) -> None:
+    def __init__(self, hidden: int, *, directions: int = 2, coupled: bool = False) -> None:
         super().__init__()
         if directions not in (1, 2):
             raise ValueError(f"a lattice LSTM has one or two directions, not {directions}")
         self.hidden = hidden
         self.directions = directions
-        self.char_terms = directions * CHAR_TERMS * hidden
+        gates = CHAR_GATES - 1 if coupled else CHAR_GATES
+        self.char_terms = directions * (gates + 1) * hidden
         self.word_terms = directions * WORD_TERMS * hidden
         eye = torch.eye(hidden)
         # W^c's h^c_{j-1} half (eq. 11), W^w's h^c_b half (eq. 13), W^l's c^w half (eq. 14).
-        self.char_hidden = nn.Parameter(eye.repeat(directions, 1, 4))
+        self.char_hidden = nn.Parameter(eye.repeat(directions, 1, gates))
         self.word_hidden = nn.Parameter(eye.repeat(directions, 1, 3))
         self.word_gate = nn.Parameter(eye.repeat(directions, 1, 1))
 
@@ -87,7 +91,7 @@ class LatticeLstm(nn.Module):
         """Hidden states h^c of every character.
 
         chars (B, C, char_terms): W x^c_j + b of eq. 11 and 14, per direction
-            [i, o, f, c̃, i^c]; padding after each row's characters.
+            [i, o, f, c̃, i^c] ([i, o, c̃, i^c] when coupled); padding after each row's characters.
         words (N_w, word_terms): W x^w_be + b of eq. 13, per direction [i, f, c̃].
         word_rows, word_heads, word_tails (N_w,) int64: each word's row and
             first and last character.
@@ -99,7 +103,7 @@ class LatticeLstm(nn.Module):
         if steps == 0:
             return chars.new_zeros(batch, 0, dirs * hidden)
         flipped = _flip_index(lengths, steps)
-        x = chars.view(batch, steps, dirs, CHAR_TERMS * hidden)
+        x = chars.view(batch, steps, dirs, self.char_terms // dirs)
         if dirs == 2:
             backward = x[:, :, 1].gather(1, flipped[:, :, None].expand(-1, -1, x.shape[-1]))
             x = torch.stack([x[:, :, 0], backward], dim=2)

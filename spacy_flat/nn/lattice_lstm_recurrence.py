@@ -12,8 +12,9 @@ the loop, the weights' and the inputs' gradients after it) is computed for all
 steps at once.
 
 The layout: step j reads x[j] (C, D, B, 5H: i, o, f, c̃ and the word gate's
-character term per direction) and the word terms `words` (D * N_w, 3H: i, f, c̃);
-the states of step j are h[j] and c[j] (C, D, B, H), flattened to rows
+character term per direction; 4H without f when the forget gate is coupled, f = 1 - i)
+and the word terms `words` (D * N_w, 3H: i, f, c̃); the states of step j are h[j]
+and c[j] (C, D, B, H), flattened to rows
 (j * D + d) * B + b when a word's first character reads them. The words merged at
 a step are packed per direction (N_j each, the most of the two; padding words sum
 into a row of their own), and eq. 15 and 16 are sums over each row's words:
@@ -84,26 +85,29 @@ def recur(
     """Run the recurrence without recording it.
 
     RETURNS (tuple): h and c of every step (C, D, B, H), tanh(c), the character
-        gates' activations (C, D, B, 4, H: i, o, f, c̃), the merged cells and the
-        reciprocals of eq. 16's sums (C, D, B, H, 0 where no word ends) and, if
-        `keep`, each merge.
+        gates' activations (C, D, B, G, H: i, o, f, c̃; i, o, c̃ when the forget gate
+        is coupled), the merged cells and the reciprocals of eq. 16's sums (C, D,
+        B, H, 0 where no word ends) and, if `keep`, each merge.
     """
     steps, dirs, batch, _ = x.shape
     hidden = char_hidden.shape[1]
+    n_gates = char_hidden.shape[2] // hidden
+    coupled = n_gates == 3
     hs = x.new_empty(steps, dirs, batch, hidden)
     cs, tanh_c = torch.empty_like(hs), torch.empty_like(hs)
     merged, inverse = torch.zeros_like(hs), torch.zeros_like(hs)
-    acts = x.new_empty(steps, dirs, batch, 4, hidden)
+    acts = x.new_empty(steps, dirs, batch, n_gates, hidden)
     # Each step's views, made in a few calls: indexing in the loop costs as much as a small operation.
-    x_char = x[..., : 4 * hidden].unbind(0)
+    x_char = x[..., : n_gates * hidden].unbind(0)
     gates = acts.view(steps, dirs, batch, -1).unbind(0)
-    sigmoids, candidates = acts[:, :, :, :3].unbind(0), acts[:, :, :, 3].unbind(0)
-    i_s, o_s, f_s, g_s = (t.unbind(0) for t in acts.unbind(3))
+    sigmoids, candidates = acts[:, :, :, :-1].unbind(0), acts[:, :, :, -1].unbind(0)
+    i_s, o_s, g_s = (t.unbind(0) for t in (acts[:, :, :, 0], acts[:, :, :, 1], acts[:, :, :, -1]))
+    f_s = i_s if coupled else acts[:, :, :, 2].unbind(0)
     h_s, c_s, tanh_s, merged_s, inverse_s = (t.unbind(0) for t in (hs, cs, tanh_c, merged, inverse))
     plain, merges = (1 - plan.merges).unbind(0), plan.merges.unbind(0)
     # Each word's terms and its character's gate term, gathered for all steps at once.
     word_terms = words.index_select(0, plan.word).split(plan.sizes)
-    gate_terms = x.reshape(-1, x.shape[-1])[:, 4 * hidden :].index_select(0, plan.target).split(plan.sizes)
+    gate_terms = x.reshape(-1, x.shape[-1])[:, n_gates * hidden :].index_select(0, plan.target).split(plan.sizes)
     # Each row's sums of eq. 16 and 15 start from its character's own terms; the
     # padding words sum into the last row, never read.
     sums = x.new_zeros(dirs * batch + 1, 2, hidden)
@@ -115,7 +119,10 @@ def recur(
         torch.baddbmm(x_char[j], h, char_hidden, out=gates[j])
         sigmoids[j].sigmoid_()
         candidates[j].tanh_()
-        c = torch.mul(f_s[j], c, out=c_s[j]).addcmul_(i_s[j], g_s[j])
+        if coupled:  # (1 - i) ⊙ c + i ⊙ c̃
+            c = torch.addcmul(c, i_s[j], torch.sub(g_s[j], c), out=c_s[j])
+        else:
+            c = torch.mul(f_s[j], c, out=c_s[j]).addcmul_(i_s[j], g_s[j])
         if plan.packed[j]:
             torch.mul(torch.exp(i_s[j], out=own), g_s[j], out=own_weighted)
             merge = _merge(k, word_terms[k], gate_terms[k], hs, cs, word_hidden, word_gate, plan, sums)
@@ -186,17 +193,22 @@ class LatticeRecurrence(torch.autograd.Function):
         hs, char_hidden, word_hidden, word_gate = ctx.saved_tensors
         cs, tanh_c, acts, merged, inverse, merges, plan, n_words = ctx.kept
         steps, dirs, batch, hidden = hs.shape
-        i, o, f, g = acts.unbind(3)
+        i, o, g = acts[:, :, :, 0], acts[:, :, :, 1], acts[:, :, :, -1]
+        coupled = acts.shape[3] == 3  # the released code's cell: f = 1 - i
+        f = 1 - i if coupled else acts[:, :, :, 2]
         plain = 1 - plan.merges
         alpha = plan.merges * torch.exp(i) * inverse  # α^c_j (eq. 16) where words end, 0 elsewhere
         d_i, d_o, d_f = i - i * i, o - o * o, f - f * f  # the sigmoids' derivatives
         c_prev = torch.cat([torch.zeros_like(cs[:1]), cs[:-1]])
-        # Per step, a pre-activation's gradient is dc times its partner (o's: dh times out_gate).
-        into_i = (g * plain + alpha * (g - merged)) * d_i
-        partner = torch.stack([into_i, d_o, c_prev * plain * d_f, (i * plain + alpha) * (1 - g * g)], 3)
+        # Per step, a pre-activation's gradient is dc times its partner (o's: dh times out_gate);
+        # a coupled forget gate passes its gradient to i, with the opposite sign.
+        into_i = ((g - c_prev if coupled else g) * plain + alpha * (g - merged)) * d_i
+        candidate = (i * plain + alpha) * (1 - g * g)
+        forget_term = [] if coupled else [c_prev * plain * d_f]
+        partner = torch.stack([into_i, d_o, *forget_term, candidate], 3)
         words = _Words(merges, dirs, hidden) if merges else None
         dh, dc = grad.contiguous().clone(), torch.zeros_like(hs)
-        dpre = hs.new_empty(steps, dirs, batch, 4, hidden)
+        dpre = torch.empty_like(acts)
         # dc times shares: the gradient of eq. 15's sum over the row's words and its product
         # with minus the merged cell, gathered by each word (padding words read the last, zero, row).
         shared = hs.new_zeros(dirs * batch + 1, 2, hidden)
@@ -232,7 +244,7 @@ class LatticeRecurrence(torch.autograd.Function):
             if j:
                 dc_s[j - 1].addcmul_(dc_j, forget[j])
                 dh_s[j - 1].baddbmm_(d_flat[j], char_back)
-        d_chars = dpre.view(steps, dirs, batch, 4 * hidden)
+        d_chars = dpre.view(steps, dirs, batch, -1)
         h_prev = torch.cat([torch.zeros_like(hs[:1]), hs[:-1]])
         d_char_hidden = torch.einsum("jdbh,jdbk->dhk", h_prev, d_chars)
         d_words = hs.new_zeros(n_words, 3 * hidden)

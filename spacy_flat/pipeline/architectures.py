@@ -14,7 +14,15 @@ from ..layers.featurizer import flat_featurizer
 from ..layers.groups import flat_model
 from ..layers.torch_wrapper import torch_tagger
 from ..layers.transformer_features import flat_transformer_model
-from ..settings import ATTENTION_ONLY, FLAT_ONLY, LATTICE_ONLY, TRANSFORMER_ONLY, FlatSettings, settings_signature
+from ..settings import (
+    ATTENTION_ONLY,
+    FLAT_ONLY,
+    LATTICE_ONLY,
+    LSTM_ONLY,
+    TRANSFORMER_ONLY,
+    FlatSettings,
+    settings_signature,
+)
 
 _TOK2VEC = inspect.Parameter(
     "tok2vec", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Model[List[Doc], List[Floats2d]]
@@ -22,7 +30,7 @@ _TOK2VEC = inspect.Parameter(
 
 
 @registry.architectures("spacy-flat.FlatTagger.v1")
-@settings_signature(exclude=TRANSFORMER_ONLY)
+@settings_signature(exclude=TRANSFORMER_ONLY + LSTM_ONLY)
 def build_flat_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
     """Build FLAT: lattice features, the FLAT encoder and emission scores.
 
@@ -33,7 +41,7 @@ def build_flat_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
 
 
 @registry.architectures("spacy-flat.FlatTransformerTagger.v1")
-@settings_signature(_TOK2VEC, exclude=("encoder",), learn_rate_scale=5.0)
+@settings_signature(_TOK2VEC, exclude=("encoder", *LSTM_ONLY), learn_rate_scale=5.0)
 def build_flat_transformer_tagger(
     tok2vec: Model[List[Doc], List[Floats2d]], **settings: Any
 ) -> Model[List[Segment], Floats3d]:
@@ -52,7 +60,7 @@ def build_flat_transformer_tagger(
 
 
 @registry.architectures("spacy-flat.TenerTagger.v1")
-@settings_signature(exclude=TRANSFORMER_ONLY + LATTICE_ONLY, scaled=False)
+@settings_signature(exclude=TRANSFORMER_ONLY + LATTICE_ONLY + LSTM_ONLY, scaled=False)
 def build_tener_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
     """Build TENER (Yan et al. 2019): characters (and bigrams) only, no lattice
     words, encoded by layers with direction- and distance-aware relative
@@ -67,7 +75,7 @@ def build_tener_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
 
 
 @registry.architectures("spacy-flat.DcsanTagger.v1")
-@settings_signature(exclude=TRANSFORMER_ONLY + FLAT_ONLY, scaled=False)
+@settings_signature(exclude=TRANSFORMER_ONLY + FLAT_ONLY + LSTM_ONLY, scaled=False)
 def build_dcsan_tagger(**settings: Any) -> Model[List[Segment], Floats3d]:
     """Build DC-SAN (Zhao et al.): each character's soft-lexicon word sets (the
     lattice words it begins, is inside, ends), a cross-lattice attention from
@@ -92,7 +100,8 @@ def build_lattice_lstm_tagger(**settings: Any) -> Model[List[Segment], Floats3d]
     cell started at the word's first character (eq. 11-16); the same lattice,
     embeddings, CRF, windows and saving as FLAT. Defaults are the paper's Table 3:
     hidden 200 (100 each way), word embeddings 50, dropout 0.5 on the embeddings
-    and on the LSTM's output.
+    and on the LSTM's output; `coupled_forget` gives the released code's character
+    cell (forget gate = 1 - input gate) in place of eq. 11's.
 
     settings: The `FlatSettings` fields but the attention layers'.
     RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
@@ -101,7 +110,7 @@ def build_lattice_lstm_tagger(**settings: Any) -> Model[List[Segment], Floats3d]
 
 
 @registry.architectures("spacy-flat.DcsanTransformerTagger.v1")
-@settings_signature(_TOK2VEC, exclude=("encoder", *FLAT_ONLY), learn_rate_scale=5.0, scaled=False)
+@settings_signature(_TOK2VEC, exclude=("encoder", *FLAT_ONLY, *LSTM_ONLY), learn_rate_scale=5.0, scaled=False)
 def build_dcsan_transformer_tagger(
     tok2vec: Model[List[Doc], List[Floats2d]], **settings: Any
 ) -> Model[List[Segment], Floats3d]:
