@@ -7,6 +7,7 @@
 #   bash benchmarks/device_lane.sh groups           # device against CPU prediction groups (benchmarks/device_groups.py)
 #   bash benchmarks/device_lane.sh profile          # where nlp.pipe's time goes on the GPU (profile_inference.py)
 #   bash benchmarks/device_lane.sh memory           # CUDA memory of one full prediction group (group_memory.py)
+#   bash benchmarks/device_lane.sh lattice          # Lattice LSTM training against the released design, both on the GPU
 #   MSRA_EPOCHS=5 bash benchmarks/device_lane.sh msra # FLAT and DC-SAN on MSRA, 3 seeds each, all at once on one GPU
 #   TEACHER_DATASET=resume TEACHER_EPOCHS=6 bash benchmarks/device_lane.sh teacher
 #       FLAT on m3e-small (configs/resume_trf.cfg) as a distillation teacher, trained on the GPU from the
@@ -35,6 +36,9 @@ for part in "$@"; do
       python3 benchmarks/device_groups.py --gpu-id 0 --architectures FLAT "Lattice LSTM" 2>&1 | tee "$OUT/groups_gpu.log" ;;
     memory)
       python3 benchmarks/group_memory.py --gpu-id 0 --architectures FLAT "Lattice LSTM" 2>&1 | tee "$OUT/memory_gpu.log" ;;
+    lattice)
+      python3 benchmarks/lattice_lstm_speed.py resume --sentences 400 --rounds 3 --sizes 1000 3000 --gpu-id 0 \
+        --results "$OUT" 2>&1 | tee "$OUT/lattice_gpu.log" ;;
     profile)
       python3 benchmarks/profile_inference.py resume --gpu-id 0 --batch-sizes 1 64 256 2>&1 | tee "$OUT/profile_gpu.log" ;;
     msra)
