@@ -57,9 +57,10 @@ ARCHITECTURES = {
 }
 
 
-def from_config(name: str, dataset: str) -> Language:
-    """An initialized (untrained) pipeline of configs/<dataset>[_arch].cfg."""
-    config = spacy.util.load_config(ROOT / "configs" / name)
+def from_config(name: str, dataset: str, overrides: Optional[Dict[str, Any]] = None) -> Language:
+    """An initialized (untrained) pipeline of configs/<dataset>[_arch].cfg, with
+    `overrides` (dotted config keys) applied."""
+    config = spacy.util.load_config(ROOT / "configs" / name, overrides=overrides or {})
     nlp = spacy.util.load_model_from_config(config, auto_fill=True)
     egs = examples(nlp, dataset, train_split(dataset), limit=500)
     nlp.initialize(lambda: egs)

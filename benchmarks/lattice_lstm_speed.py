@@ -18,6 +18,7 @@ On a GPU the record is speed-gpu-lattice-lstm-training-<dataset>, else speed-cpu
 """
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -90,6 +91,9 @@ def main() -> None:
         "--sizes", type=int, nargs="*", default=[], help="also the config's batcher with these `size`s (padded chars)"
     )
     parser.add_argument("--gpu-id", type=int, default=-1, help="train both on this GPU (default: CPU)")
+    parser.add_argument(
+        "--set", nargs="+", default=[], metavar="KEY=JSON", help="config overrides (the record's name gains the keys)"
+    )
     results_option(parser)
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -99,7 +103,8 @@ def main() -> None:
         use_gpu(args.gpu_id)
     where = f"one {torch.cuda.get_device_name(args.gpu_id)}" if gpu else "one CPU thread"
     print(f"Machine: {machine()}; {load_average()} (before); training on {where}")
-    nlp = from_config(f"{args.dataset}_lattice_lstm.cfg", args.dataset)
+    overrides = {key: json.loads(value) for key, value in (item.split("=", 1) for item in args.set)}
+    nlp = from_config(f"{args.dataset}_lattice_lstm.cfg", args.dataset, overrides)
     every = examples(nlp, args.dataset, train_split(args.dataset))
     egs = every[:: max(1, len(every) // args.sentences)][: args.sentences]
     model, sentences, tags = released_inputs(nlp, egs)
@@ -163,13 +168,14 @@ def main() -> None:
     }
     title = f"Lattice LSTM training on {where}, {len(egs)} {args.dataset} sentences: against the released design"
     kind = "speed-gpu" if gpu else "speed-cpu"
+    variant = "".join("-" + key.rsplit(".", 1)[-1].replace("_", "-") for key in overrides)
     record(
-        f"{kind}-lattice-lstm-training-{args.dataset}",
+        f"{kind}-lattice-lstm-training-{args.dataset}{variant}",
         kind,
         title,
         figures,
         dataset=args.dataset,
-        setup={"sentences": len(egs), "rounds": args.rounds},
+        setup={"sentences": len(egs), "rounds": args.rounds, **({"overrides": overrides} if overrides else {})},
         load_before=load,
         gpu_id=args.gpu_id,
         out_dir=args.results,
