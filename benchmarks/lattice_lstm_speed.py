@@ -127,15 +127,21 @@ def main() -> None:
     base = statistics.median(released)
     sizes = [len(batch) for batch in ways["the config's batcher (like lengths together)"]]
     print(f"{len(egs)} {args.dataset} training sentences, {args.rounds} rounds; {load_average()} (after)\n")
-    print("| Lattice LSTM training | sentences/s (median) | range | against the released design |")
-    print("|---|---|---|---|")
+    # Each round times the released design first, then every way: a ratio within a round pairs
+    # runs seconds apart, so it holds where a shared machine's speed drifts between rounds.
+    print("| Lattice LSTM training | sentences/s (median) | range | against the released design | per round |")
+    print("|---|---|---|---|---|")
     rows = [("the released design, one sentence a step", released)]
     for name, found in rates.items():
         mean = statistics.mean(len(batch) for batch in ways[name])
         rows.append((f"spacy-flat, {name}" + (f", {mean:.1f} sentences a batch" if mean > 1 else ""), found))
+    paired = {label: [rate / first for rate, first in zip(found, released)] for label, found in rows}
     for label, found in rows:
-        median = statistics.median(found)
-        print(f"| {label} | {median:.1f} | {min(found):.1f}–{max(found):.1f} | {median / base:.2f}x |")
+        median, ratios = statistics.median(found), paired[label]
+        print(
+            f"| {label} | {median:.1f} | {min(found):.1f}–{max(found):.1f} | {median / base:.2f}x "
+            f"| {statistics.median(ratios):.2f}x ({min(ratios):.2f}–{max(ratios):.2f}) |"
+        )
     print(f"\nThe config's batches: {len(sizes)}, {statistics.mean(sizes):.1f} sentences on average.")
     # A step's time as a fixed part and a part per sentence, from the rows of like-length batches
     # (one sentence a step, the config's batcher at each size): what batching alone can reach.
@@ -158,6 +164,11 @@ def main() -> None:
                     "max": round(max(found), 1),
                 },
                 "against_released": round(statistics.median(found) / base, 2),
+                "per_round": {
+                    "median": round(statistics.median(paired[label]), 2),
+                    "min": round(min(paired[label]), 2),
+                    "max": round(max(paired[label]), 2),
+                },
             }
             for label, found in rows
         ],
