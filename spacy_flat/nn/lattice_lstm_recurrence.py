@@ -102,7 +102,7 @@ def recur(
     gates = acts.view(steps, dirs, batch, -1).unbind(0)
     sigmoids, candidates = acts[:, :, :, :-1].unbind(0), acts[:, :, :, -1].unbind(0)
     i_s, o_s, g_s = (t.unbind(0) for t in (acts[:, :, :, 0], acts[:, :, :, 1], acts[:, :, :, -1]))
-    f_s = i_s if coupled else acts[:, :, :, 2].unbind(0)
+    f_s = () if coupled else acts[:, :, :, 2].unbind(0)  # coupled: f = 1 - i, in the loop
     h_s, c_s, tanh_s, merged_s, inverse_s = (t.unbind(0) for t in (hs, cs, tanh_c, merged, inverse))
     plain, merges = (1 - plan.merges).unbind(0), plan.merges.unbind(0)
     # Each word's terms and its character's gate term, gathered for all steps at once.
