@@ -72,6 +72,7 @@ setup(
             "spacy-flat.warmup_linear.v1 = spacy_flat.training.schedules:warmup_linear_from_first_step",
             "spacy-flat.epoch_decay.v1 = spacy_flat.training.schedules:epoch_decay",
         ],
+        "spacy_batchers": ["spacy-flat.batch_by_length.v1 = spacy_flat.training.batchers:configure_batch_by_length"],
         "spacy_readers": ["spacy-flat.gold_and_silver.v1 = spacy_flat.distillation.corpus:create_gold_and_silver"],
         "spacy_scorers": ["spacy-flat.char_ner_scorer.v1 = spacy_flat.pipeline.scorer:make_char_ner_scorer"],
     },

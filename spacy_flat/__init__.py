@@ -18,6 +18,7 @@ from .pipeline.component import FlatNER
 from .pipeline.factory import make_flat_ner
 from .pipeline.scorer import make_char_ner_scorer
 from .settings import FlatSettings
+from .training.batchers import configure_batch_by_length
 from .training.schedules import epoch_decay, warmup_linear_from_first_step
 
 
@@ -37,6 +38,7 @@ __all__ = [
     "__version__",
     "build_flat_tagger",
     "build_flat_transformer_tagger",
+    "configure_batch_by_length",
     "create_jieba_lexicon",
     "create_lac_char_vectors",
     "create_word2vec_char_vectors",

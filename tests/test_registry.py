@@ -15,6 +15,7 @@ GROUPS = {
     "spacy_architectures": registry.architectures,
     "spacy_misc": registry.misc,
     "spacy_scorers": registry.scorers,
+    "spacy_batchers": registry.batchers,
     "thinc_schedules": registry.schedules,
 }
 
