@@ -7,9 +7,9 @@ and over a recurrence of a few dozen such steps that per-operation cost, not the
 arithmetic, sets the training speed. Here the forward pass records nothing: it
 writes each step's states into preallocated buffers and keeps what the backward
 needs. The backward walks the steps once in reverse with a dozen operations a
-step; whatever does not depend on the recurrence (the gates' derivatives before
-the loop, the weights' and the inputs' gradients after it) is computed for all
-steps at once.
+step; whatever does not depend on the recurrence (the gates' derivatives and what
+each word makes of its row's gradient before the loop, the weights' and the
+inputs' gradients after it) is computed for all steps at once.
 
 The layout: step j reads x[j] (C, D, B, 5H: i, o, f, c̃ and the word gate's
 character term per direction; 4H without f when the forget gate is coupled, f = 1 - i)
@@ -86,32 +86,34 @@ def recur(
 
     RETURNS (tuple): h and c of every step (C, D, B, H), tanh(c), the character
         gates' activations (C, D, B, G, H: i, o, f, c̃; i, o, c̃ when the forget gate
-        is coupled), the merged cells and the reciprocals of eq. 16's sums (C, D,
-        B, H, 0 where no word ends) and, if `keep`, each merge.
+        is coupled), the merged cells (C, D, B, H; 0 at steps where no word ends),
+        eq. 16's and 15's sums (C, D * B + 1, 2, H: the denominator, then the
+        numerator; 1 at steps where no word ends; row D * B: padding words') and,
+        if `keep`, each merge.
     """
     steps, dirs, batch, _ = x.shape
     hidden = char_hidden.shape[1]
     n_gates = char_hidden.shape[2] // hidden
     coupled = n_gates == 3
     hs = x.new_empty(steps, dirs, batch, hidden)
-    cs, tanh_c = torch.empty_like(hs), torch.empty_like(hs)
-    merged, inverse = torch.zeros_like(hs), torch.zeros_like(hs)
+    cs, tanh_c, merged = torch.empty_like(hs), torch.empty_like(hs), torch.zeros_like(hs)
     acts = x.new_empty(steps, dirs, batch, n_gates, hidden)
+    # Each step's sums of eq. 16 and 15 start from its characters' own terms; kept for
+    # the backward, which needs their reciprocals.
+    sums = x.new_ones(steps, dirs * batch + 1, 2, hidden)
     # Each step's views, made in a few calls: indexing in the loop costs as much as a small operation.
     x_char = x[..., : n_gates * hidden].unbind(0)
     gates = acts.view(steps, dirs, batch, -1).unbind(0)
     sigmoids, candidates = acts[:, :, :, :-1].unbind(0), acts[:, :, :, -1].unbind(0)
     i_s, o_s, g_s = (t.unbind(0) for t in (acts[:, :, :, 0], acts[:, :, :, 1], acts[:, :, :, -1]))
     f_s = () if coupled else acts[:, :, :, 2].unbind(0)  # coupled: f = 1 - i, in the loop
-    h_s, c_s, tanh_s, merged_s, inverse_s = (t.unbind(0) for t in (hs, cs, tanh_c, merged, inverse))
-    plain, merges = (1 - plan.merges).unbind(0), plan.merges.unbind(0)
+    c_s, h_s = cs.unbind(0), hs.unbind(0)
+    tanh_s, merged_s = tanh_c.unbind(0), merged.unbind(0)
+    own_s, own_weighted_s = (t.view(steps, dirs, batch, hidden).unbind(0) for t in sums[:, :-1].unbind(2))
+    ends = plan.merges.bool().unbind(0)
     # Each word's terms and its character's gate term, gathered for all steps at once.
     word_terms = words.index_select(0, plan.word).split(plan.sizes)
     gate_terms = x.reshape(-1, x.shape[-1])[:, n_gates * hidden :].index_select(0, plan.target).split(plan.sizes)
-    # Each row's sums of eq. 16 and 15 start from its character's own terms; the
-    # padding words sum into the last row, never read.
-    sums = x.new_zeros(dirs * batch + 1, 2, hidden)
-    own, own_weighted = sums[:-1].view(dirs, batch, 2, hidden).unbind(2)
     h = c = x.new_zeros(dirs, batch, hidden)
     kept: List[Merge] = []
     k = 0
@@ -124,16 +126,15 @@ def recur(
         else:
             c = torch.mul(f_s[j], c, out=c_s[j]).addcmul_(i_s[j], g_s[j])
         if plan.packed[j]:
-            torch.mul(torch.exp(i_s[j], out=own), g_s[j], out=own_weighted)
-            merge = _merge(k, word_terms[k], gate_terms[k], hs, cs, word_hidden, word_gate, plan, sums)
-            torch.reciprocal(own, out=inverse_s[j])  # eq. 16
-            torch.mul(own_weighted, inverse_s[j], out=merged_s[j])  # eq. 15
-            c.mul_(plain[j]).addcmul_(merges[j], merged_s[j])
+            torch.mul(torch.exp(i_s[j], out=own_s[j]), g_s[j], out=own_weighted_s[j])
+            merge = _merge(k, word_terms[k], gate_terms[k], hs, cs, word_hidden, word_gate, plan, sums[j])
+            torch.div(own_weighted_s[j], own_s[j], out=merged_s[j])  # eq. 15 and 16
+            c = torch.where(ends[j], merged_s[j], c, out=c_s[j])
             if keep:
                 kept.append(merge)
             k += 1
         h = torch.mul(o_s[j], torch.tanh(c, out=tanh_s[j]), out=h_s[j])
-    return hs, cs, tanh_c, acts, merged, inverse, kept
+    return hs, cs, tanh_c, acts, merged, sums, kept
 
 
 def _merge(
@@ -148,8 +149,8 @@ def _merge(
     sums: torch.Tensor,
 ) -> Merge:
     """Eq. 13 and 14 at the k-th step where words end, the words' first characters
-    read from the state buffers; e^{i^c_bj} and e^{i^c_bj} ⊙ c^w_bj added to their
-    rows' `sums` (D * B + 1, 2, H)."""
+    read from the states (C, D, B, 2, H); e^{i^c_bj} and e^{i^c_bj} ⊙ c^w_bj added to
+    their rows' `sums` (D * B + 1, 2, H)."""
     dirs, hidden = word_hidden.shape[0], word_hidden.shape[1]
     state = plan.state[k]
     n = state.shape[0] // dirs
@@ -191,8 +192,9 @@ class LatticeRecurrence(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         hs, char_hidden, word_hidden, word_gate = ctx.saved_tensors
-        cs, tanh_c, acts, merged, inverse, merges, plan, n_words = ctx.kept
+        cs, tanh_c, acts, merged, sums, merges, plan, n_words = ctx.kept
         steps, dirs, batch, hidden = hs.shape
+        inverse = sums[:, :-1, 0].reciprocal().view(steps, dirs, batch, hidden)  # eq. 16's 1 / Σ
         i, o, g = acts[:, :, :, 0], acts[:, :, :, 1], acts[:, :, :, -1]
         coupled = acts.shape[3] == 3  # the released code's cell: f = 1 - i
         f = 1 - i if coupled else acts[:, :, :, 2]
@@ -206,21 +208,18 @@ class LatticeRecurrence(torch.autograd.Function):
         candidate = (i * plain + alpha) * (1 - g * g)
         forget_term = [] if coupled else [c_prev * plain * d_f]
         partner = torch.stack([into_i, d_o, *forget_term, candidate], 3)
-        words = _Words(merges, dirs, hidden) if merges else None
-        dh, dc = grad.contiguous().clone(), torch.zeros_like(hs)
+        words = _Words(merges, plan.merges * inverse, merged, plan) if merges else None
+        dh = grad.contiguous().clone()
+        dc = torch.zeros_like(dh)
         dpre = torch.empty_like(acts)
-        # dc times shares: the gradient of eq. 15's sum over the row's words and its product
-        # with minus the merged cell, gathered by each word (padding words read the last, zero, row).
-        shared = hs.new_zeros(dirs * batch + 1, 2, hidden)
-        rows = shared[:-1].view(dirs, batch, 2, hidden)
-        share = plan.merges * inverse
-        shares = torch.stack([share, -share * merged], 3).unbind(0)
         # Each step's views, made in a few calls (as in `recur`).
         dh_s, dc_s, partner_s, dpre_s = dh.unbind(0), dc.unbind(0), partner.unbind(0), dpre.unbind(0)
         d_out_s, d_flat = dpre[:, :, :, 1].unbind(0), dpre.view(steps, dirs, batch, -1).unbind(0)
         out_gate, cell_of_h = (tanh_c * d_o).unbind(0), (o * (1 - tanh_c * tanh_c)).unbind(0)
         forget = (f * plain).unbind(0)
         char_back, word_back, gate_back = (w.transpose(1, 2) for w in (char_hidden, word_hidden, word_gate))
+        dh_rows, dc_rows = dh.view(-1, hidden), dc.view(-1, hidden)
+        targets = plan.target.split(plan.sizes)
         k = len(merges)
         d_terms: List[torch.Tensor] = []
         d_gates: List[torch.Tensor] = []
@@ -230,16 +229,15 @@ class LatticeRecurrence(torch.autograd.Function):
             torch.mul(dh_s[j], out_gate[j], out=d_out_s[j])
             if plan.packed[j] and words is not None:
                 k -= 1
-                m, n = merges[k], plan.packed[j]
-                torch.mul(shares[j], dc_j.unsqueeze(2), out=rows)
-                d_share, d_mix = shared.index_select(0, plan.row[k]).view(dirs, n, 2, hidden).unbind(2)
-                d_gate = torch.addcmul(d_mix, d_share, m.cells).mul_(words.gate[k])
-                d_cells = torch.baddbmm(d_share * m.weight, d_gate, gate_back)
-                d_z = d_cells.unsqueeze(2) * words.partner[k]
-                d_h_b = torch.bmm(d_z.view(dirs, n, 3 * hidden), word_back)
-                dh.view(-1, hidden).index_add_(0, plan.state[k], d_h_b.view(-1, hidden))
-                dc.view(-1, hidden).index_add_(0, plan.state[k], (d_cells * words.forget[k]).view(-1, hidden))
-                d_terms.append(d_z.view(dirs, n, 3 * hidden))
+                n = plan.packed[j]
+                # dc of the row each word merges into, times what eq. 14 to 16 make of it.
+                d_gate, direct = (words.by_row[k] * dc_rows.index_select(0, targets[k]).view(dirs, 1, n, -1)).unbind(1)
+                d_cells = torch.baddbmm(direct, d_gate, gate_back)
+                d_term = words.by_cell[k] * d_cells.unsqueeze(2)  # eq. 13's pre-activations
+                d_h_b = torch.bmm(d_term.view(dirs, n, -1), word_back)
+                dh_rows.index_add_(0, plan.state[k], d_h_b.view(-1, hidden))
+                dc_rows.index_add_(0, plan.state[k], torch.mul(d_cells, words.forget[k]).view(-1, hidden))
+                d_terms.append(d_term)
                 d_gates.append(d_gate)
             if j:
                 dc_s[j - 1].addcmul_(dc_j, forget[j])
@@ -251,7 +249,8 @@ class LatticeRecurrence(torch.autograd.Function):
         d_char_gate = hs.new_zeros(steps * dirs * batch + 1, hidden)
         d_word_hidden, d_word_gate = torch.zeros_like(word_hidden), torch.zeros_like(word_gate)
         if words is not None:
-            d_term, d_gate = torch.cat(d_terms[::-1], 1), torch.cat(d_gates[::-1], 1)  # D, P_d, .
+            d_term = torch.cat(d_terms[::-1], 1).view(dirs, -1, 3 * hidden)
+            d_gate = torch.cat(d_gates[::-1], 1)  # D, P_d, .
             d_word_hidden = torch.bmm(words.h_b.transpose(1, 2), d_term)
             d_word_gate = torch.bmm(words.cells.transpose(1, 2), d_gate)
             d_words.index_add_(0, plan.word_by_direction, d_term.reshape(-1, 3 * hidden))
@@ -261,25 +260,36 @@ class LatticeRecurrence(torch.autograd.Function):
 
 
 class _Words:
-    """The merges' packed words side by side (D, P_d, .), ordered by step, and the
-    derivatives of eq. 13 and 14 for all of them at once, split by step."""
+    """The merges' packed words side by side (D, P_d, .), ordered by step, and, split
+    by step, what dc of the row a word merges into is multiplied by in the backward:
+    `by_row` (D, 2, n, H) gives the gradients of eq. 14's pre-activation and of c^w
+    through eq. 15; `by_cell` (D, n, 3, H), times dc^w, those of eq. 13's three
+    pre-activations, and `forget` (D, n, H) that of c^c_b. Computed for all words at
+    once, before the loop."""
 
-    def __init__(self, merges: List[Merge], dirs: int, hidden: int) -> None:
+    def __init__(self, merges: List[Merge], share: torch.Tensor, merged: torch.Tensor, plan: Schedule) -> None:
+        dirs, hidden = share.shape[1], share.shape[-1]
         self.h_b = torch.cat([m.h_b for m in merges], 1)
         self.cells = torch.cat([m.cells for m in merges], 1)
         c_b, gate, weight = (torch.cat(parts, 1) for parts in zip(*((m.c_b, m.gate, m.weight) for m in merges)))
         word_i, word_f, word_c = torch.cat([m.z for m in merges], 1).view(dirs, -1, 3, hidden).unbind(2)
         sizes = [m.h_b.shape[1] for m in merges]
-        self.forget = word_f.split(sizes, 1)
-        # dc^w times these gives eq. 13's pre-activations' gradients; de^{i^c_bj} times
-        # `gate`, eq. 14's.
-        partner = [
+        # Each word's row: 1 / Σ of eq. 16 and its product with the merged cell; padding words
+        # read the last row, zero, so every product for them is zero.
+        rows = torch.stack([share, share * merged], 3).view(-1, 2, hidden)
+        rows = torch.cat([rows, rows.new_zeros(1, 2, hidden)]).index_select(0, plan.target_by_direction)
+        row_share, row_mixed = rows.view(dirs, -1, 2, hidden).unbind(2)
+        # dc times: d e^{i^c_bj} = share ⊙ (c^w - merged), through e^x and σ to eq. 14's
+        # pre-activation; and c^w's own share, e^{i^c_bj} ⊙ share (eq. 15).
+        d_gate = (row_share * self.cells - row_mixed) * weight * (gate - gate * gate)
+        self.by_row = torch.stack([d_gate, row_share * weight], 1).split(sizes, 2)
+        by_cell = [
             word_c * (word_i - word_i * word_i),
             c_b * (word_f - word_f * word_f),
             word_i * (1 - word_c * word_c),
         ]
-        self.partner = torch.stack(partner, 2).split(sizes, 1)
-        self.gate = (weight * (gate - gate * gate)).split(sizes, 1)
+        self.by_cell = torch.stack(by_cell, 2).split(sizes, 1)
+        self.forget = word_f.split(sizes, 1)
 
 
 def lattice_recurrence(
