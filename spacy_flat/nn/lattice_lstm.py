@@ -181,7 +181,6 @@ def word_slots(
         sizes,
         laid_out(((end - span) * directions + direction) * batch + row, step_major, 0).split(sizes),
         laid_out(direction * batch + row, step_major, directions * batch).split(sizes),
-        laid_out(word, step_major, 0),
         laid_out(cell, step_major, 0),
         laid_out(word, by_direction, 0),
         laid_out(cell, by_direction, steps * directions * batch),

@@ -44,10 +44,10 @@ class Schedule:
     state (List[torch.Tensor]): per step where words end, (D * N_j,) int64: the
         state row of each word's first character.
     row (List[torch.Tensor]): likewise, the row d * B + b the word ends in; D * B in padding.
-    word (torch.Tensor): (P,) int64, each packed word's row in the word terms.
     target (torch.Tensor): (P,) int64, each packed word's character row (j * D + d) * B + b.
-    word_by_direction, target_by_direction (torch.Tensor): (P,) int64, `word` and
-        `target` ordered by direction, then step; C * D * B in the target's padding.
+    word_by_direction (torch.Tensor): (P,) int64, each packed word's row in the word
+        terms, ordered by direction, then step.
+    target_by_direction (torch.Tensor): (P,) int64, `target` in that order; C * D * B in padding.
     merges (torch.Tensor): (C, D, B, 1) 1.0 where words end (eq. 15), 0.0 where the plain cell holds.
     """
 
@@ -55,7 +55,6 @@ class Schedule:
     sizes: List[int]
     state: List[torch.Tensor]
     row: List[torch.Tensor]
-    word: torch.Tensor
     target: torch.Tensor
     word_by_direction: torch.Tensor
     target_by_direction: torch.Tensor
@@ -95,8 +94,10 @@ def recur(
     hidden = char_hidden.shape[1]
     n_gates = char_hidden.shape[2] // hidden
     coupled = n_gates == 3
-    hs = x.new_empty(steps, dirs, batch, hidden)
-    cs, tanh_c, merged = torch.empty_like(hs), torch.empty_like(hs), torch.zeros_like(hs)
+    # h and c of every step in one buffer: a word's first character is read in one gather.
+    states = x.new_empty(2, steps, dirs, batch, hidden)
+    hs, cs = states.unbind(0)
+    tanh_c, merged = torch.empty_like(hs), torch.zeros_like(hs)
     acts = x.new_empty(steps, dirs, batch, n_gates, hidden)
     # Each step's sums of eq. 16 and 15 start from its characters' own terms; kept for
     # the backward, which needs their reciprocals.
@@ -110,10 +111,15 @@ def recur(
     c_s, h_s = cs.unbind(0), hs.unbind(0)
     tanh_s, merged_s = tanh_c.unbind(0), merged.unbind(0)
     own_s, own_weighted_s = (t.view(steps, dirs, batch, hidden).unbind(0) for t in sums[:, :-1].unbind(2))
+    sums_s, state_rows = sums.unbind(0), states.view(2, -1, hidden)
     ends = plan.merges.bool().unbind(0)
-    # Each word's terms and its character's gate term, gathered for all steps at once.
-    word_terms = words.index_select(0, plan.word).split(plan.sizes)
-    gate_terms = x.reshape(-1, x.shape[-1])[:, n_gates * hidden :].index_select(0, plan.target).split(plan.sizes)
+    # Each word's terms and its character's gate term, gathered for all steps at once (D, P_d, .)
+    # and split by step; padding words read the first rows.
+    packed = [n for n in plan.packed if n]
+    word_terms = words.index_select(0, plan.word_by_direction).view(dirs, -1, words.shape[1]).split(packed, 1)
+    target = plan.target_by_direction.clamp(max=steps * dirs * batch - 1)
+    gate_terms = x.reshape(-1, x.shape[-1])[:, n_gates * hidden :].index_select(0, target)
+    gate_terms = gate_terms.view(dirs, -1, hidden).split(packed, 1)
     h = c = x.new_zeros(dirs, batch, hidden)
     kept: List[Merge] = []
     k = 0
@@ -127,7 +133,9 @@ def recur(
             c = torch.mul(f_s[j], c, out=c_s[j]).addcmul_(i_s[j], g_s[j])
         if plan.packed[j]:
             torch.mul(torch.exp(i_s[j], out=own_s[j]), g_s[j], out=own_weighted_s[j])
-            merge = _merge(k, word_terms[k], gate_terms[k], hs, cs, word_hidden, word_gate, plan, sums[j])
+            merge = _merge(
+                plan.state[k], plan.row[k], word_terms[k], gate_terms[k], state_rows, word_hidden, word_gate, sums_s[j]
+            )
             torch.div(own_weighted_s[j], own_s[j], out=merged_s[j])  # eq. 15 and 16
             c = torch.where(ends[j], merged_s[j], c, out=c_s[j])
             if keep:
@@ -138,34 +146,31 @@ def recur(
 
 
 def _merge(
-    k: int,
+    state: torch.Tensor,
+    row: torch.Tensor,
     word_terms: torch.Tensor,
     gate_terms: torch.Tensor,
-    hs: torch.Tensor,
-    cs: torch.Tensor,
+    state_rows: torch.Tensor,
     word_hidden: torch.Tensor,
     word_gate: torch.Tensor,
-    plan: Schedule,
     sums: torch.Tensor,
 ) -> Merge:
-    """Eq. 13 and 14 at the k-th step where words end, the words' first characters
-    read from the states (C, D, B, 2, H); e^{i^c_bj} and e^{i^c_bj} ⊙ c^w_bj added to
-    their rows' `sums` (D * B + 1, 2, H)."""
-    dirs, hidden = word_hidden.shape[0], word_hidden.shape[1]
-    state = plan.state[k]
-    n = state.shape[0] // dirs
-    h_b = hs.view(-1, hidden).index_select(0, state).view(dirs, n, hidden)
-    c_b = cs.view(-1, hidden).index_select(0, state).view(dirs, n, hidden)
-    z = torch.baddbmm(word_terms.view(dirs, n, -1), h_b, word_hidden)
+    """Eq. 13 and 14 at a step where words end (`word_terms`, `gate_terms`: D, n, .),
+    the words' first characters (`state`) read from the states' rows (2, C * D * B, H:
+    h, then c); e^{i^c_bj} and e^{i^c_bj} ⊙ c^w_bj added to their `row`s of `sums`
+    (D * B + 1, 2, H)."""
+    dirs, n, hidden = word_terms.shape[0], word_terms.shape[1], word_hidden.shape[1]
+    h_b, c_b = state_rows.index_select(1, state).view(2, dirs, n, hidden).unbind(0)
+    z = torch.baddbmm(word_terms, h_b, word_hidden)
     z[..., : 2 * hidden].sigmoid_()
     z[..., 2 * hidden :].tanh_()
     word_i, word_f, word_c = z.view(dirs, n, 3, hidden).unbind(2)
     cells = (word_f * c_b).addcmul_(word_i, word_c)  # c^w_bj, eq. 13
-    gate = torch.baddbmm(gate_terms.view(dirs, n, hidden), cells, word_gate).sigmoid_()  # i^c_bj, eq. 14
+    gate = torch.baddbmm(gate_terms, cells, word_gate).sigmoid_()  # i^c_bj, eq. 14
     both = cells.new_empty(dirs, n, 2, hidden)
     weight = torch.exp(gate, out=both[:, :, 0])
     torch.mul(weight, cells, out=both[:, :, 1])
-    sums.index_add_(0, plan.row[k], both.view(-1, 2, hidden))
+    sums.index_add_(0, row, both.view(-1, 2, hidden))
     return Merge(h_b, c_b, z, cells, gate, weight)
 
 
@@ -209,8 +214,10 @@ class LatticeRecurrence(torch.autograd.Function):
         forget_term = [] if coupled else [c_prev * plain * d_f]
         partner = torch.stack([into_i, d_o, *forget_term, candidate], 3)
         words = _Words(merges, plan.merges * inverse, merged, plan) if merges else None
-        dh = grad.contiguous().clone()
-        dc = torch.zeros_like(dh)
+        # dh and dc in one buffer: a merge's gradients reach its words' first characters in one sum.
+        grads = hs.new_zeros(2, steps, dirs, batch, hidden)
+        dh, dc = grads.unbind(0)
+        dh.copy_(grad)
         dpre = torch.empty_like(acts)
         # Each step's views, made in a few calls (as in `recur`).
         dh_s, dc_s, partner_s, dpre_s = dh.unbind(0), dc.unbind(0), partner.unbind(0), dpre.unbind(0)
@@ -218,7 +225,7 @@ class LatticeRecurrence(torch.autograd.Function):
         out_gate, cell_of_h = (tanh_c * d_o).unbind(0), (o * (1 - tanh_c * tanh_c)).unbind(0)
         forget = (f * plain).unbind(0)
         char_back, word_back, gate_back = (w.transpose(1, 2) for w in (char_hidden, word_hidden, word_gate))
-        dh_rows, dc_rows = dh.view(-1, hidden), dc.view(-1, hidden)
+        grad_rows, dc_rows = grads.view(2, -1, hidden), dc.view(-1, hidden)
         targets = plan.target.split(plan.sizes)
         k = len(merges)
         d_terms: List[torch.Tensor] = []
@@ -234,9 +241,10 @@ class LatticeRecurrence(torch.autograd.Function):
                 d_gate, direct = (words.by_row[k] * dc_rows.index_select(0, targets[k]).view(dirs, 1, n, -1)).unbind(1)
                 d_cells = torch.baddbmm(direct, d_gate, gate_back)
                 d_term = words.by_cell[k] * d_cells.unsqueeze(2)  # eq. 13's pre-activations
-                d_h_b = torch.bmm(d_term.view(dirs, n, -1), word_back)
-                dh_rows.index_add_(0, plan.state[k], d_h_b.view(-1, hidden))
-                dc_rows.index_add_(0, plan.state[k], torch.mul(d_cells, words.forget[k]).view(-1, hidden))
+                d_first = d_cells.new_empty(2, dirs, n, hidden)  # dh and dc of the words' first characters
+                torch.bmm(d_term.view(dirs, n, -1), word_back, out=d_first[0])
+                torch.mul(d_cells, words.forget[k], out=d_first[1])
+                grad_rows.index_add_(1, plan.state[k], d_first.view(2, -1, hidden))
                 d_terms.append(d_term)
                 d_gates.append(d_gate)
             if j:
