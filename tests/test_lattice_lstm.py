@@ -14,8 +14,9 @@ from spacy_flat.lattice.char_vocab import CharVocab
 from spacy_flat.lattice.features import featurize
 from spacy_flat.lattice.lexicon import Lexicon
 from spacy_flat.nn.encoder import FlatTagger
-from spacy_flat.nn.lattice_lstm import LatticeLstm, word_slots
+from spacy_flat.nn.lattice_lstm import LatticeLstm
 from spacy_flat.nn.lattice_lstm_recurrence import LatticeRecurrence
+from spacy_flat.nn.lattice_lstm_schedule import word_slots
 from spacy_flat.settings import FlatSettings
 
 from .conftest import FAMILY, SMALL_WORDS, build_family, scores_of, small_lexicon, tiny_examples

@@ -24,10 +24,11 @@ the state of its first character before its last one.
 The released code runs one sentence at a time and builds each word cell at its
 first character. Here a word cell is built at the word's last character from the
 kept states of its first one (the same value): at each step the words ending
-there, in every row, are packed for a few batched matrix products and each row's
-merge is a sum over its words, whatever the number of rows and words. The loop
-over characters is the recurrence itself, run with a backward pass written by
-hand (lattice_lstm_recurrence.py).
+there, in every row, are packed for a few batched matrix products (laid out once
+per batch, lattice_lstm_schedule.py) and each row's merge is a sum over its
+words, whatever the number of rows and words. The loop over characters is the
+recurrence itself, run with a backward pass written by hand
+(lattice_lstm_recurrence.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from typing import Tuple
 import torch
 from torch import nn
 
-from .lattice_lstm_recurrence import Schedule, lattice_recurrence
+from .lattice_lstm_recurrence import lattice_recurrence
+from .lattice_lstm_schedule import word_slots
 
 # Input terms per direction: the character's i, o, f, c̃ (eq. 11; i, o, c̃ when the
 # forget gate is coupled) and its part of the word gate i^c (eq. 14); the word's i, f, c̃ (eq. 13).
@@ -134,57 +136,3 @@ def _reading_order(lengths: torch.Tensor, steps: int, directions: int) -> torch.
 def _direction(directions: int, like: torch.Tensor) -> torch.Tensor:
     """(1, D, 1): each direction's index, to broadcast over (C, D, B)."""
     return torch.arange(directions, device=like.device)[None, :, None]
-
-
-def word_slots(
-    rows: torch.Tensor,
-    heads: torch.Tensor,
-    tails: torch.Tensor,
-    lengths: torch.Tensor,
-    steps: int,
-    batch: int,
-    directions: int,
-    dtype: torch.dtype,
-) -> Schedule:
-    """Lay the words out by the step at which each direction merges them: the
-    last character left to right, the first one right to left (the rows read
-    reversed). One sort, no loop over words; single-character words are dropped.
-
-    RETURNS (Schedule): The words merged at each step, packed per direction.
-    """
-    device, n_words = rows.device, rows.shape[0]
-    longer = tails > heads
-    ids = torch.arange(n_words, device=device)[longer]
-    rows, heads, tails = rows[longer], heads[longer], tails[longer]
-    end = torch.cat([tails, lengths[rows] - 1 - heads][:directions])
-    direction = torch.arange(directions, device=device).repeat_interleave(ids.shape[0])
-    group, order = torch.sort(end * directions + direction, stable=True)
-    end, direction = end[order], direction[order]
-    row, span, word = (t.repeat(directions)[order] for t in (rows, tails - heads, ids))
-    # Rank of each word among those its direction merges at its step, from the sorted groups.
-    rank = torch.arange(group.shape[0], device=device) - torch.searchsorted(group, group)
-    counts = torch.zeros(steps * directions, dtype=torch.long, device=device)
-    packed = counts.scatter_reduce(0, group, rank + 1, "amax").view(steps, directions).amax(1)
-    start = torch.cumsum(packed, 0) - packed
-    total = int(packed.sum())
-    step_major = start[end] * directions + direction * packed[end] + rank
-    by_direction = direction * total + start[end] + rank
-    cell = (end * directions + direction) * batch + row  # where the word is merged
-
-    def laid_out(values: torch.Tensor, where: torch.Tensor, padding: int) -> torch.Tensor:
-        return torch.full((directions * total,), padding, device=device).index_copy_(0, where, values)
-
-    word = direction * n_words + word
-    sizes = [directions * n for n in packed.tolist() if n]
-    return Schedule(
-        packed.tolist(),
-        sizes,
-        laid_out(((end - span) * directions + direction) * batch + row, step_major, 0).split(sizes),
-        laid_out(direction * batch + row, step_major, directions * batch).split(sizes),
-        laid_out(cell, step_major, 0),
-        laid_out(word, by_direction, 0),
-        laid_out(cell, by_direction, steps * directions * batch),
-        torch.zeros(steps * directions * batch, dtype=dtype, device=device)
-        .index_fill_(0, cell, 1)
-        .view(steps, directions, batch, 1),
-    )

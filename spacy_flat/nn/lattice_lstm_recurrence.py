@@ -26,39 +26,12 @@ into a row of their own), and eq. 15 and 16 are sums over each row's words:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
 
-
-@dataclass
-class Schedule:
-    """Where the words merged at each step read and write, built once per batch
-    (spacy_flat/nn/lattice_lstm.py, `word_slots`). Packed words are ordered by
-    step, then direction; padding reads row 0 and sums into a row of its own.
-
-    packed (List[int]): per step, the words packed per direction (N_j); 0 where none ends.
-    sizes (List[int]): per step where words end, D * N_j.
-    state (List[torch.Tensor]): per step where words end, (D * N_j,) int64: the
-        state row of each word's first character.
-    row (List[torch.Tensor]): likewise, the row d * B + b the word ends in; D * B in padding.
-    target (torch.Tensor): (P,) int64, each packed word's character row (j * D + d) * B + b.
-    word_by_direction (torch.Tensor): (P,) int64, each packed word's row in the word
-        terms, ordered by direction, then step.
-    target_by_direction (torch.Tensor): (P,) int64, `target` in that order; C * D * B in padding.
-    merges (torch.Tensor): (C, D, B, 1) 1.0 where words end (eq. 15), 0.0 where the plain cell holds.
-    """
-
-    packed: List[int]
-    sizes: List[int]
-    state: List[torch.Tensor]
-    row: List[torch.Tensor]
-    target: torch.Tensor
-    word_by_direction: torch.Tensor
-    target_by_direction: torch.Tensor
-    merges: torch.Tensor
+from .lattice_lstm_schedule import Schedule
 
 
 class Merge(NamedTuple):
