@@ -45,7 +45,7 @@ def gold_score(
     return start[tags[:, 0]] + (emitted * weight).sum(1) + (moved * weight[:, 1:]).sum(1) + end[last_tags]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def forward_backward(
     scores: torch.Tensor,
     moves: torch.Tensor,

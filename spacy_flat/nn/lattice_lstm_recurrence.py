@@ -1,15 +1,15 @@
 """The Lattice LSTM's recurrence (spacy_flat/nn/lattice_lstm.py) as one autograd
-function, with its backward pass (back-propagation through time) written by hand.
+function, with its backward pass (back-propagation through time) written by hand
+(lattice_lstm_backward.py).
 
 Each character is some thirty small operations on (directions, rows, hidden)
 blocks. Autograd records every one of them and replays their backward one by one,
 and over a recurrence of a few dozen such steps that per-operation cost, not the
 arithmetic, sets the training speed. Here the forward pass records nothing: it
 writes each step's states into preallocated buffers and keeps what the backward
-needs. The backward walks the steps once in reverse with a dozen operations a
-step; whatever does not depend on the recurrence (the gates' derivatives and what
-each word makes of its row's gradient before the loop, the weights' and the
-inputs' gradients after it) is computed for all steps at once.
+needs. Both passes run in inference mode, which also spares each small operation
+autograd's version and view bookkeeping (a quarter of its cost at these sizes);
+what they make there is read only by this module.
 
 The layout: step j reads x[j] (C, D, B, 5H: i, o, f, c̃ and the word gate's
 character term per direction; 4H without f when the forget gate is coupled, f = 1 - i)
@@ -26,23 +26,13 @@ into a row of their own), and eq. 15 and 16 are sums over each row's words:
 
 from __future__ import annotations
 
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
 
+from .lattice_lstm_backward import Merge, through_time
 from .lattice_lstm_schedule import Schedule
-
-
-class Merge(NamedTuple):
-    """What the backward needs of a step where words end, per packed word (D, N_j, .)."""
-
-    h_b: torch.Tensor  # the states of the word's first character
-    c_b: torch.Tensor
-    z: torch.Tensor  # i^w, f^w, c̃^w (eq. 13)
-    cells: torch.Tensor  # c^w
-    gate: torch.Tensor  # i^c_bj (eq. 14)
-    weight: torch.Tensor  # e^{i^c_bj}
 
 
 def recur(
@@ -161,116 +151,22 @@ class LatticeRecurrence(torch.autograd.Function):
         word_gate: torch.Tensor,
         plan: Schedule,
     ) -> torch.Tensor:
-        hs, *kept = recur(x, words, char_hidden, word_hidden, word_gate, plan, keep=True)
-        ctx.save_for_backward(hs, char_hidden, word_hidden, word_gate)
-        ctx.kept = (*kept, plan, words.shape[0])
-        return hs
+        with torch.inference_mode():  # the output leaves as an ordinary tensor, a copy
+            kept = recur(x, words, char_hidden, word_hidden, word_gate, plan, keep=True)
+        ctx.save_for_backward(char_hidden, word_hidden, word_gate)
+        ctx.kept = (*kept, plan)
+        ctx.shapes = (x.shape, words.shape)
+        return kept[0].clone()
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
-        hs, char_hidden, word_hidden, word_gate = ctx.saved_tensors
-        cs, tanh_c, acts, merged, sums, merges, plan, n_words = ctx.kept
-        steps, dirs, batch, hidden = hs.shape
-        inverse = sums[:, :-1, 0].reciprocal().view(steps, dirs, batch, hidden)  # eq. 16's 1 / Σ
-        i, o, g = acts[:, :, :, 0], acts[:, :, :, 1], acts[:, :, :, -1]
-        coupled = acts.shape[3] == 3  # the released code's cell: f = 1 - i
-        f = 1 - i if coupled else acts[:, :, :, 2]
-        plain = 1 - plan.merges
-        alpha = plan.merges * torch.exp(i) * inverse  # α^c_j (eq. 16) where words end, 0 elsewhere
-        d_i, d_o, d_f = i - i * i, o - o * o, f - f * f  # the sigmoids' derivatives
-        c_prev = torch.cat([torch.zeros_like(cs[:1]), cs[:-1]])
-        # Per step, a pre-activation's gradient is dc times its partner (o's: dh times out_gate);
-        # a coupled forget gate passes its gradient to i, with the opposite sign.
-        into_i = ((g - c_prev if coupled else g) * plain + alpha * (g - merged)) * d_i
-        candidate = (i * plain + alpha) * (1 - g * g)
-        forget_term = [] if coupled else [c_prev * plain * d_f]
-        partner = torch.stack([into_i, d_o, *forget_term, candidate], 3)
-        words = _Words(merges, plan.merges * inverse, merged, plan) if merges else None
-        # dh and dc in one buffer: a merge's gradients reach its words' first characters in one sum.
-        grads = hs.new_zeros(2, steps, dirs, batch, hidden)
-        dh, dc = grads.unbind(0)
-        dh.copy_(grad)
-        dpre = torch.empty_like(acts)
-        # Each step's views, made in a few calls (as in `recur`).
-        dh_s, dc_s, partner_s, dpre_s = dh.unbind(0), dc.unbind(0), partner.unbind(0), dpre.unbind(0)
-        d_out_s, d_flat = dpre[:, :, :, 1].unbind(0), dpre.view(steps, dirs, batch, -1).unbind(0)
-        out_gate, cell_of_h = (tanh_c * d_o).unbind(0), (o * (1 - tanh_c * tanh_c)).unbind(0)
-        forget = (f * plain).unbind(0)
-        char_back, word_back, gate_back = (w.transpose(1, 2) for w in (char_hidden, word_hidden, word_gate))
-        grad_rows, dc_rows = grads.view(2, -1, hidden), dc.view(-1, hidden)
-        targets = plan.target.split(plan.sizes)
-        k = len(merges)
-        d_terms: List[torch.Tensor] = []
-        d_gates: List[torch.Tensor] = []
-        for j in range(steps - 1, -1, -1):
-            dc_j = dc_s[j].addcmul_(dh_s[j], cell_of_h[j])
-            torch.mul(partner_s[j], dc_j.unsqueeze(2), out=dpre_s[j])
-            torch.mul(dh_s[j], out_gate[j], out=d_out_s[j])
-            if plan.packed[j] and words is not None:
-                k -= 1
-                n = plan.packed[j]
-                # dc of the row each word merges into, times what eq. 14 to 16 make of it.
-                d_gate, direct = (words.by_row[k] * dc_rows.index_select(0, targets[k]).view(dirs, 1, n, -1)).unbind(1)
-                d_cells = torch.baddbmm(direct, d_gate, gate_back)
-                d_term = words.by_cell[k] * d_cells.unsqueeze(2)  # eq. 13's pre-activations
-                d_first = d_cells.new_empty(2, dirs, n, hidden)  # dh and dc of the words' first characters
-                torch.bmm(d_term.view(dirs, n, -1), word_back, out=d_first[0])
-                torch.mul(d_cells, words.forget[k], out=d_first[1])
-                grad_rows.index_add_(1, plan.state[k], d_first.view(2, -1, hidden))
-                d_terms.append(d_term)
-                d_gates.append(d_gate)
-            if j:
-                dc_s[j - 1].addcmul_(dc_j, forget[j])
-                dh_s[j - 1].baddbmm_(d_flat[j], char_back)
-        d_chars = dpre.view(steps, dirs, batch, -1)
-        h_prev = torch.cat([torch.zeros_like(hs[:1]), hs[:-1]])
-        d_char_hidden = torch.einsum("jdbh,jdbk->dhk", h_prev, d_chars)
-        d_words = hs.new_zeros(n_words, 3 * hidden)
-        d_char_gate = hs.new_zeros(steps * dirs * batch + 1, hidden)
-        d_word_hidden, d_word_gate = torch.zeros_like(word_hidden), torch.zeros_like(word_gate)
-        if words is not None:
-            d_term = torch.cat(d_terms[::-1], 1).view(dirs, -1, 3 * hidden)
-            d_gate = torch.cat(d_gates[::-1], 1)  # D, P_d, .
-            d_word_hidden = torch.bmm(words.h_b.transpose(1, 2), d_term)
-            d_word_gate = torch.bmm(words.cells.transpose(1, 2), d_gate)
-            d_words.index_add_(0, plan.word_by_direction, d_term.reshape(-1, 3 * hidden))
-            d_char_gate.index_add_(0, plan.target_by_direction, d_gate.reshape(-1, hidden))
-        d_x = torch.cat([d_chars, d_char_gate[:-1].view(steps, dirs, batch, hidden)], -1)
-        return d_x, d_words, d_char_hidden, d_word_hidden, d_word_gate, None
-
-
-class _Words:
-    """The merges' packed words side by side (D, P_d, .), ordered by step, and, split
-    by step, what dc of the row a word merges into is multiplied by in the backward:
-    `by_row` (D, 2, n, H) gives the gradients of eq. 14's pre-activation and of c^w
-    through eq. 15; `by_cell` (D, n, 3, H), times dc^w, those of eq. 13's three
-    pre-activations, and `forget` (D, n, H) that of c^c_b. Computed for all words at
-    once, before the loop."""
-
-    def __init__(self, merges: List[Merge], share: torch.Tensor, merged: torch.Tensor, plan: Schedule) -> None:
-        dirs, hidden = share.shape[1], share.shape[-1]
-        self.h_b = torch.cat([m.h_b for m in merges], 1)
-        self.cells = torch.cat([m.cells for m in merges], 1)
-        c_b, gate, weight = (torch.cat(parts, 1) for parts in zip(*((m.c_b, m.gate, m.weight) for m in merges)))
-        word_i, word_f, word_c = torch.cat([m.z for m in merges], 1).view(dirs, -1, 3, hidden).unbind(2)
-        sizes = [m.h_b.shape[1] for m in merges]
-        # Each word's row: 1 / Σ of eq. 16 and its product with the merged cell; padding words
-        # read the last row, zero, so every product for them is zero.
-        rows = torch.stack([share, share * merged], 3).view(-1, 2, hidden)
-        rows = torch.cat([rows, rows.new_zeros(1, 2, hidden)]).index_select(0, plan.target_by_direction)
-        row_share, row_mixed = rows.view(dirs, -1, 2, hidden).unbind(2)
-        # dc times: d e^{i^c_bj} = share ⊙ (c^w - merged), through e^x and σ to eq. 14's
-        # pre-activation; and c^w's own share, e^{i^c_bj} ⊙ share (eq. 15).
-        d_gate = (row_share * self.cells - row_mixed) * weight * (gate - gate * gate)
-        self.by_row = torch.stack([d_gate, row_share * weight], 1).split(sizes, 2)
-        by_cell = [
-            word_c * (word_i - word_i * word_i),
-            c_b * (word_f - word_f * word_f),
-            word_i * (1 - word_c * word_c),
-        ]
-        self.by_cell = torch.stack(by_cell, 2).split(sizes, 1)
-        self.forget = word_f.split(sizes, 1)
+        # The gradients leave as ordinary tensors, which autograd and the optimizer may
+        # update in place: x's and the words' filled in buffers made here, the weights' copied.
+        d_x, d_words = grad.new_empty(ctx.shapes[0]), grad.new_zeros(ctx.shapes[1])
+        with torch.inference_mode():  # as in the forward pass
+            d_weights = through_time(d_x, d_words, grad, *ctx.saved_tensors, *ctx.kept)
+        return (d_x, d_words, *(d.clone() for d in d_weights), None)
 
 
 def lattice_recurrence(
@@ -288,4 +184,6 @@ def lattice_recurrence(
         out = LatticeRecurrence.apply(*tensors, plan)
         assert isinstance(out, torch.Tensor)
         return out
-    return recur(*tensors, plan, keep=False)[0]
+    with torch.inference_mode():
+        hs = recur(*tensors, plan, keep=False)[0]
+    return hs if torch.is_inference_mode_enabled() else hs.clone()
