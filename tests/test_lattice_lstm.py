@@ -203,8 +203,8 @@ def test_the_recurrence_function_passes_gradcheck(directions, gates):
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, dtype=torch.float64, generator=gen).requires_grad_()
 
-    x = randn(steps, directions, batch, (gates + 1) * hidden)
-    words = randn(directions * n_words, 3 * hidden)
+    x = randn(batch, steps, directions * (gates + 1) * hidden)
+    words = randn(n_words, directions * 3 * hidden)
     weights = randn(directions, hidden, gates * hidden), randn(directions, hidden, 3 * hidden)
     weights += (randn(directions, hidden, hidden),)
     assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan), (x, words, *weights))

@@ -101,38 +101,7 @@ class LatticeLstm(nn.Module):
         RETURNS (torch.Tensor): (B, C, directions * hidden); padding holds no meaning.
         """
         batch, steps = chars.shape[:2]
-        dirs, hidden = self.directions, self.hidden
         if steps == 0:
-            return chars.new_zeros(batch, 0, dirs * hidden)
-        # Each direction's characters in the order it reads them, and its states back in
-        # the rows' order, by one row gather each way rather than flips, stacks and
-        # transposes (each a copy, and another in the backward).
-        read = _reading_order(lengths, steps, dirs)  # (C, D, B): the character each step reads
-        row = torch.arange(batch, device=read.device)
-        x = chars.reshape(-1, self.char_terms // dirs)
-        x = x.index_select(0, ((row * steps + read) * dirs + _direction(dirs, read)).view(-1))
-        x = x.view(steps, dirs, batch, -1)  # C D B 5H: step j reads x[j]
-        # (D * N_w, 3H): direction d's word terms from row d * N_w on, as the schedule reads them.
-        w = words.view(-1, dirs, WORD_TERMS * hidden).transpose(0, 1).reshape(-1, WORD_TERMS * hidden)
-        plan = word_slots(word_rows, word_heads, word_tails, lengths, steps, batch, dirs, x.dtype)
-        out = lattice_recurrence(x, w, self.char_hidden, self.word_hidden, self.word_gate, plan)
-        # Character j of row b, direction d, was read at step read[j, d, b] (reversal is its own inverse).
-        where = (read * dirs + _direction(dirs, read)) * batch + row
-        out = out.view(-1, hidden).index_select(0, where.permute(2, 0, 1).reshape(-1))
-        return out.view(batch, steps, dirs * hidden)
-
-
-def _reading_order(lengths: torch.Tensor, steps: int, directions: int) -> torch.Tensor:
-    """(C, D, B): the character of each row that each direction reads at each step,
-    left to right, then right to left within the row's length (padding in place)."""
-    position = torch.arange(steps, device=lengths.device)[:, None]
-    forward = position.expand(steps, lengths.shape[0])
-    if directions == 1:
-        return forward[:, None]
-    last = lengths[None, :] - 1
-    return torch.stack([forward, torch.where(position <= last, last - position, position)], 1)
-
-
-def _direction(directions: int, like: torch.Tensor) -> torch.Tensor:
-    """(1, D, 1): each direction's index, to broadcast over (C, D, B)."""
-    return torch.arange(directions, device=like.device)[None, :, None]
+            return chars.new_zeros(batch, 0, self.directions * self.hidden)
+        plan = word_slots(word_rows, word_heads, word_tails, lengths, steps, batch, self.directions, chars.dtype)
+        return lattice_recurrence(chars, words, self.char_hidden, self.word_hidden, self.word_gate, plan)

@@ -28,9 +28,8 @@ class Merge(NamedTuple):
 
 
 def through_time(
-    d_x: torch.Tensor,
-    d_words: torch.Tensor,
     grad: torch.Tensor,
+    d_words: torch.Tensor,
     char_hidden: torch.Tensor,
     word_hidden: torch.Tensor,
     word_gate: torch.Tensor,
@@ -42,10 +41,10 @@ def through_time(
     sums: torch.Tensor,
     merges: List[Merge],
     plan: Schedule,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The gradients of the three recurrent weights, given that of h (`grad`) and
-    what the forward pass kept; those of x and the word terms written into `d_x`
-    (C, D, B, 5H) and added to `d_words` (D * N_w, 3H, zeros)."""
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients of x (C, D, B, 5H, in reading order) and of the three recurrent
+    weights, given that of h in the rows' order (`grad`, B, C, D * H) and what the
+    forward pass kept; the word terms' added to `d_words` (N_w, D * 3H, zeros)."""
     steps, dirs, batch, hidden = hs.shape
     inverse = sums[:, :-1, 0].reciprocal().view(steps, dirs, batch, hidden)  # eq. 16's 1 / Σ
     i, o, g = acts[:, :, :, 0], acts[:, :, :, 1], acts[:, :, :, -1]
@@ -65,8 +64,9 @@ def through_time(
     # dh and dc in one buffer: a merge's gradients reach its words' first characters in one sum.
     grads = hs.new_zeros(2, steps, dirs, batch, hidden)
     dh, dc = grads.unbind(0)
-    dh.copy_(grad)
+    torch.index_select(grad.reshape(-1, hidden), 0, plan.read, out=dh.view(-1, hidden))
     n_gates = acts.shape[3]
+    d_x = hs.new_empty(steps, dirs, batch, (n_gates + 1) * hidden)
     dpre = d_x[..., : n_gates * hidden].view(steps, dirs, batch, n_gates, hidden)
     # Each step's views, made in a few calls (as in `recur`).
     dh_s, dc_s, partner_s, dpre_s = dh.unbind(0), dc.unbind(0), partner.unbind(0), dpre.unbind(0)
@@ -111,10 +111,10 @@ def through_time(
         d_gate = torch.cat(d_gates[::-1], 1)  # D, P_d, .
         d_word_hidden = torch.bmm(words.h_b.transpose(1, 2), d_term)
         d_word_gate = torch.bmm(words.cells.transpose(1, 2), d_gate)
-        d_words.index_add_(0, plan.word_by_direction, d_term.reshape(-1, 3 * hidden))
+        d_words.view(-1, 3 * hidden).index_add_(0, plan.word_by_direction, d_term.reshape(-1, 3 * hidden))
         target = plan.target_by_direction.clamp(max=steps * dirs * batch - 1)
         d_char_gate.index_add_(0, target, d_gate.reshape(-1, hidden))
-    return d_char_hidden, d_word_hidden, d_word_gate
+    return d_x, d_char_hidden, d_word_hidden, d_word_gate
 
 
 class _Words:

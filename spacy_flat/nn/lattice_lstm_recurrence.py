@@ -11,10 +11,11 @@ needs. Both passes run in inference mode, which also spares each small operation
 autograd's version and view bookkeeping (a quarter of its cost at these sizes);
 what they make there is read only by this module.
 
-The layout: step j reads x[j] (C, D, B, 5H: i, o, f, c̃ and the word gate's
+The layout: the input terms `chars` (B, C, D * 5H: i, o, f, c̃ and the word gate's
 character term per direction; 4H without f when the forget gate is coupled, f = 1 - i)
-and the word terms `words` (D * N_w, 3H: i, f, c̃); the states of step j are h[j]
-and c[j] (C, D, B, H), flattened to rows
+are gathered once into reading order x (C, D, B, 5H), so that step j reads x[j]; the
+word terms `words` (N_w, D * 3H: i, f, c̃) are read in place as rows w * D + d. The
+states of step j are h[j] and c[j] (C, D, B, H), flattened to rows
 (j * D + d) * B + b when a word's first character reads them. The words merged at
 a step are packed per direction (N_j each, the most of the two; padding words sum
 into a row of their own), and eq. 15 and 16 are sums over each row's words:
@@ -36,7 +37,7 @@ from .lattice_lstm_schedule import Schedule
 
 
 def recur(
-    x: torch.Tensor,
+    chars: torch.Tensor,
     words: torch.Tensor,
     char_hidden: torch.Tensor,
     word_hidden: torch.Tensor,
@@ -53,8 +54,10 @@ def recur(
         numerator; 1 at steps where no word ends; row D * B: padding words') and,
         if `keep`, each merge.
     """
-    steps, dirs, batch, _ = x.shape
-    hidden = char_hidden.shape[1]
+    batch, steps = chars.shape[:2]
+    dirs, hidden = char_hidden.shape[:2]
+    x = chars.reshape(-1, chars.shape[2] // dirs).index_select(0, plan.read).view(steps, dirs, batch, -1)
+    words = words.view(-1, words.shape[1] // dirs)
     n_gates = char_hidden.shape[2] // hidden
     coupled = n_gates == 3
     # h and c of every step in one buffer: a word's first character is read in one gather.
@@ -138,52 +141,60 @@ def _merge(
 
 
 class LatticeRecurrence(torch.autograd.Function):
-    """h of every step (C, D, B, H) from the input terms x (C, D, B, 5H), the word
-    terms (D * N_w, 3H), the recurrent weights and the schedule of the words."""
+    """h of every character (B, C, D * H) from the input terms `chars` (B, C, D * 5H),
+    the word terms (N_w, D * 3H), the recurrent weights and the schedule."""
 
     @staticmethod
     def forward(
         ctx: Any,
-        x: torch.Tensor,
+        chars: torch.Tensor,
         words: torch.Tensor,
         char_hidden: torch.Tensor,
         word_hidden: torch.Tensor,
         word_gate: torch.Tensor,
         plan: Schedule,
     ) -> torch.Tensor:
-        with torch.inference_mode():  # the output leaves as an ordinary tensor, a copy
-            kept = recur(x, words, char_hidden, word_hidden, word_gate, plan, keep=True)
+        with torch.inference_mode():
+            kept = recur(chars, words, char_hidden, word_hidden, word_gate, plan, keep=True)
         ctx.save_for_backward(char_hidden, word_hidden, word_gate)
         ctx.kept = (*kept, plan)
-        ctx.shapes = (x.shape, words.shape)
-        return kept[0].clone()
+        ctx.shapes = (chars.shape, words.shape)
+        return _in_rows_order(kept[0], plan, chars.shape)
 
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         # The gradients leave as ordinary tensors, which autograd and the optimizer may
-        # update in place: x's and the words' filled in buffers made here, the weights' copied.
-        d_x, d_words = grad.new_empty(ctx.shapes[0]), grad.new_zeros(ctx.shapes[1])
+        # update in place: the words' added into a buffer made here, the rest gathered or copied.
+        chars_shape, words_shape = ctx.shapes
+        d_words = grad.new_zeros(words_shape)
         with torch.inference_mode():  # as in the forward pass
-            d_weights = through_time(d_x, d_words, grad, *ctx.saved_tensors, *ctx.kept)
-        return (d_x, d_words, *(d.clone() for d in d_weights), None)
+            d_x, *d_weights = through_time(grad, d_words, *ctx.saved_tensors, *ctx.kept)
+        d_chars = d_x.view(-1, d_x.shape[-1]).index_select(0, ctx.kept[-1].written)
+        return (d_chars.view(chars_shape), d_words, *(d.clone() for d in d_weights), None)
+
+
+def _in_rows_order(hs: torch.Tensor, plan: Schedule, shape: torch.Size) -> torch.Tensor:
+    """h of every step (C, D, B, H) back in the rows' order (B, C, D * H), by one
+    gather (outside inference mode, an ordinary tensor)."""
+    return hs.reshape(-1, hs.shape[-1]).index_select(0, plan.written).view(shape[0], shape[1], -1)
 
 
 def lattice_recurrence(
-    x: torch.Tensor,
+    chars: torch.Tensor,
     words: torch.Tensor,
     char_hidden: torch.Tensor,
     word_hidden: torch.Tensor,
     word_gate: torch.Tensor,
     plan: Schedule,
 ) -> torch.Tensor:
-    """h of every step (C, D, B, H): through `LatticeRecurrence` when a gradient
-    is wanted, the forward pass alone (nothing kept) otherwise."""
-    tensors = (x, words, char_hidden, word_hidden, word_gate)
+    """h of every character (B, C, D * H): through `LatticeRecurrence` when a
+    gradient is wanted, the forward pass alone (nothing kept) otherwise."""
+    tensors = (chars, words, char_hidden, word_hidden, word_gate)
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         out = LatticeRecurrence.apply(*tensors, plan)
         assert isinstance(out, torch.Tensor)
         return out
     with torch.inference_mode():
         hs = recur(*tensors, plan, keep=False)[0]
-    return hs if torch.is_inference_mode_enabled() else hs.clone()
+    return _in_rows_order(hs, plan, chars.shape)

@@ -1,5 +1,6 @@
-"""Where the Lattice LSTM's recurrence (lattice_lstm_recurrence.py) merges each
-lexicon word, in each direction: the words laid out by the step at which they
+"""Where the Lattice LSTM's recurrence (lattice_lstm_recurrence.py) reads each
+character and merges each lexicon word, in each direction: the characters in the
+order each direction reads them, and the words laid out by the step at which they
 end, packed per direction, with the rows they read and write. Built once per
 batch, before the loop.
 """
@@ -7,7 +8,7 @@ batch, before the loop.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
+from typing import List, Tuple
 
 import torch
 
@@ -28,6 +29,10 @@ class Schedule:
         terms, ordered by direction, then step.
     target_by_direction (torch.Tensor): (P,) int64, `target` in that order; C * D * B in padding.
     merges (torch.Tensor): (C, D, B, 1) 1.0 where words end (eq. 15), 0.0 where the plain cell holds.
+    read (torch.Tensor): (C * D * B,) int64, the input row (b * C + i) * D + d, character
+        i of row b in direction d, that each state row (j * D + d) * B + b reads.
+    written (torch.Tensor): (B * C * D,) int64, the inverse: the state row holding each
+        input row's h.
     """
 
     packed: List[int]
@@ -38,6 +43,8 @@ class Schedule:
     word_by_direction: torch.Tensor
     target_by_direction: torch.Tensor
     merges: torch.Tensor
+    read: torch.Tensor
+    written: torch.Tensor
 
 
 def word_slots(
@@ -54,7 +61,8 @@ def word_slots(
     last character left to right, the first one right to left (the rows read
     reversed). One sort, no loop over words; single-character words are dropped.
 
-    RETURNS (Schedule): The words merged at each step, packed per direction.
+    RETURNS (Schedule): The characters read and the words merged at each step,
+        packed per direction.
     """
     device, n_words = rows.device, rows.shape[0]
     longer = tails > heads
@@ -78,7 +86,8 @@ def word_slots(
     def laid_out(values: torch.Tensor, where: torch.Tensor, padding: int) -> torch.Tensor:
         return torch.full((directions * total,), padding, device=device).index_copy_(0, where, values)
 
-    word = direction * n_words + word
+    word = word * directions + direction  # the word terms' rows, (N_w, D * 3H) viewed as (N_w * D, 3H)
+    read, written = _reading_rows(lengths, steps, directions)
     sizes = [directions * n for n in packed.tolist() if n]
     return Schedule(
         packed.tolist(),
@@ -91,4 +100,25 @@ def word_slots(
         torch.zeros(steps * directions * batch, dtype=dtype, device=device)
         .index_fill_(0, cell, 1)
         .view(steps, directions, batch, 1),
+        read,
+        written,
     )
+
+
+def _reading_rows(lengths: torch.Tensor, steps: int, directions: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """`Schedule.read` and `Schedule.written`: each direction reads its row's
+    characters left to right, or right to left within the row's length (padding in
+    place), so one row gather each way replaces flips, stacks and transposes."""
+    batch, device = lengths.shape[0], lengths.device
+    position = torch.arange(steps, device=device)[:, None]
+    order = [position.expand(steps, batch)]  # (C, B): the character read at each step
+    if directions == 2:
+        last = lengths[None, :] - 1
+        order.append(torch.where(position <= last, last - position, position))
+    char = torch.stack(order, 1)  # (C, D, B)
+    direction = torch.arange(directions, device=device)[None, :, None]
+    row = torch.arange(batch, device=device)
+    read = (row * steps + char) * directions + direction
+    # Character i of row b, direction d, was read at step char[i, d, b]: reversal is its own inverse.
+    written = ((char * directions + direction) * batch + row).permute(2, 0, 1)
+    return read.reshape(-1), written.reshape(-1)
