@@ -102,11 +102,9 @@ def random_lstm(seed: int = 0, directions: int = 2, coupled: bool = False):
 
 
 def batch_inputs(x: List[torch.Tensor], xw: List[torch.Tensor], char_proj, word_proj, sentences=SENTENCES):
-    """The padded batch of the sentences: input terms, each word's row, head and tail, lengths."""
+    """The batch of the sentences: input terms, each word's row, head and tail, lengths."""
     lengths = torch.tensor([n for n, _ in sentences])
-    chars = torch.zeros(len(sentences), int(lengths.max()), 4, dtype=torch.float64)
-    for b, xb in enumerate(x):
-        chars[b, : xb.shape[0]] = xb
+    chars = torch.cat(x)
     rows = torch.tensor([b for b, (_, words) in enumerate(sentences) for _ in words], dtype=torch.long)
     heads = torch.tensor([h for _, words in sentences for h, _ in words], dtype=torch.long)
     tails = torch.tensor([t for _, words in sentences for _, t in words], dtype=torch.long)
@@ -141,7 +139,7 @@ def test_gradients_pass_gradcheck():
     xw = [torch.randn(len(w), 5, dtype=torch.float64, generator=gen) for _, w in sentences]
     identity = torch.nn.Identity()
     raw, raw_words, rows, heads, tails, lengths = batch_inputs(x, xw, identity, identity, sentences)
-    valid = torch.arange(raw.shape[1])[None, :] < lengths[:, None]
+    valid = torch.arange(int(lengths.max()))[None, :] < lengths[:, None]
     names = [name for name, _ in lstm.named_parameters()]
 
     def run(chars: torch.Tensor, words: torch.Tensor, *params: torch.Tensor) -> torch.Tensor:
@@ -203,14 +201,15 @@ def test_the_recurrence_function_passes_gradcheck(directions, gates):
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, dtype=torch.float64, generator=gen).requires_grad_()
 
-    x = randn(batch, steps, directions * (gates + 1) * hidden)
+    x = randn(int(lengths.sum()), directions * (gates + 1) * hidden)
     words = randn(n_words, directions * 3 * hidden)
     weights = randn(directions, hidden, gates * hidden), randn(directions, hidden, 3 * hidden)
     weights += (randn(directions, hidden, hidden),)
-    assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan), (x, words, *weights))
+    valid = torch.arange(steps)[None, :] < lengths[:, None]  # padding's h holds no meaning
+    assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan)[valid], (x, words, *weights))
     none = torch.zeros(0, dtype=torch.long)  # and a batch without words: the plain LSTM
     plan = word_slots(none, none, none, lengths, steps, batch, directions, torch.float64)
-    assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan), (x, words[:0], *weights))
+    assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan)[valid], (x, words[:0], *weights))
 
 
 def tagger() -> Tuple[FlatTagger, Lexicon, CharVocab]:

@@ -233,15 +233,14 @@ class FlatTagger(nn.Module):
     ) -> torch.Tensor:
         """The Lattice LSTM over the lattice's characters and words → (B, C, width)."""
         assert self.lattice is not None
-        x = chars.new_zeros(*char_mask.shape, chars.shape[1])
-        x[char_mask] = chars
         return self.lattice(
-            x,
+            chars,
             words,
             word_index // heads.shape[1],
             heads.reshape(-1)[word_index],
             tails.reshape(-1)[word_index],
             char_mask.sum(1),
+            char_mask.shape[1],
         )
 
     def _layer_inputs(self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor) -> tuple:

@@ -33,7 +33,7 @@ recurrence itself, run with a backward pass written by hand
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import nn
@@ -89,19 +89,24 @@ class LatticeLstm(nn.Module):
         word_heads: torch.Tensor,
         word_tails: torch.Tensor,
         lengths: torch.Tensor,
+        steps: Optional[int] = None,
     ) -> torch.Tensor:
         """Hidden states h^c of every character.
 
-        chars (B, C, char_terms): W x^c_j + b of eq. 11 and 14, per direction
-            [i, o, f, c̃, i^c] ([i, o, c̃, i^c] when coupled); padding after each row's characters.
+        chars (N_c, char_terms): W x^c_j + b of eq. 11 and 14, per direction
+            [i, o, f, c̃, i^c] ([i, o, c̃, i^c] when coupled); each row's characters in
+            turn, row b's from sum(lengths[:b]) on.
         words (N_w, word_terms): W x^w_be + b of eq. 13, per direction [i, f, c̃].
         word_rows, word_heads, word_tails (N_w,) int64: each word's row and
             first and last character.
         lengths (B,) int64: characters per row.
+        steps (Optional[int]): C, at least the longest row's length (default: that).
         RETURNS (torch.Tensor): (B, C, directions * hidden); padding holds no meaning.
         """
-        batch, steps = chars.shape[:2]
-        if steps == 0:
-            return chars.new_zeros(batch, 0, self.directions * self.hidden)
+        batch = lengths.shape[0]
+        if steps is None:
+            steps = int(lengths.max()) if batch else 0
+        if chars.shape[0] == 0:
+            return chars.new_zeros(batch, steps, self.directions * self.hidden)
         plan = word_slots(word_rows, word_heads, word_tails, lengths, steps, batch, self.directions, chars.dtype)
         return lattice_recurrence(chars, words, self.char_hidden, self.word_hidden, self.word_gate, plan)

@@ -64,7 +64,7 @@ def through_time(
     # dh and dc in one buffer: a merge's gradients reach its words' first characters in one sum.
     grads = hs.new_zeros(2, steps, dirs, batch, hidden)
     dh, dc = grads.unbind(0)
-    torch.index_select(grad.reshape(-1, hidden), 0, plan.read, out=dh.view(-1, hidden))
+    dh.view(-1, hidden).index_copy_(0, plan.written, grad.reshape(-1, hidden))
     n_gates = acts.shape[3]
     d_x = hs.new_empty(steps, dirs, batch, (n_gates + 1) * hidden)
     dpre = d_x[..., : n_gates * hidden].view(steps, dirs, batch, n_gates, hidden)

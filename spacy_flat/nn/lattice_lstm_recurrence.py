@@ -11,9 +11,10 @@ needs. Both passes run in inference mode, which also spares each small operation
 autograd's version and view bookkeeping (a quarter of its cost at these sizes);
 what they make there is read only by this module.
 
-The layout: the input terms `chars` (B, C, D * 5H: i, o, f, c̃ and the word gate's
-character term per direction; 4H without f when the forget gate is coupled, f = 1 - i)
-are gathered once into reading order x (C, D, B, 5H), so that step j reads x[j]; the
+The layout: the input terms `chars` (N_c, D * 5H: i, o, f, c̃ and the word gate's
+character term per direction; 4H without f when the forget gate is coupled, f = 1 - i;
+each row's characters in turn) are gathered once into reading order x (C, D, B, 5H),
+so that step j reads x[j]; the
 word terms `words` (N_w, D * 3H: i, f, c̃) are read in place as rows w * D + d. The
 states of step j are h[j] and c[j] (C, D, B, H), flattened to rows
 (j * D + d) * B + b when a word's first character reads them. The words merged at
@@ -54,9 +55,9 @@ def recur(
         numerator; 1 at steps where no word ends; row D * B: padding words') and,
         if `keep`, each merge.
     """
-    batch, steps = chars.shape[:2]
-    dirs, hidden = char_hidden.shape[:2]
-    x = chars.reshape(-1, chars.shape[2] // dirs).index_select(0, plan.read).view(steps, dirs, batch, -1)
+    steps, dirs, batch = plan.merges.shape[:3]
+    hidden = char_hidden.shape[1]
+    x = chars.reshape(-1, chars.shape[1] // dirs).index_select(0, plan.read).view(steps, dirs, batch, -1)
     words = words.view(-1, words.shape[1] // dirs)
     n_gates = char_hidden.shape[2] // hidden
     coupled = n_gates == 3
@@ -141,7 +142,7 @@ def _merge(
 
 
 class LatticeRecurrence(torch.autograd.Function):
-    """h of every character (B, C, D * H) from the input terms `chars` (B, C, D * 5H),
+    """h of every character (B, C, D * H) from the input terms `chars` (N_c, D * 5H),
     the word terms (N_w, D * 3H), the recurrent weights and the schedule."""
 
     @staticmethod
@@ -159,7 +160,7 @@ class LatticeRecurrence(torch.autograd.Function):
         ctx.save_for_backward(char_hidden, word_hidden, word_gate)
         ctx.kept = (*kept, plan)
         ctx.shapes = (chars.shape, words.shape)
-        return _in_rows_order(kept[0], plan, chars.shape)
+        return _in_rows_order(kept[0], plan)
 
     @staticmethod
     @once_differentiable
@@ -170,14 +171,15 @@ class LatticeRecurrence(torch.autograd.Function):
         d_words = grad.new_zeros(words_shape)
         with torch.inference_mode():  # as in the forward pass
             d_x, *d_weights = through_time(grad, d_words, *ctx.saved_tensors, *ctx.kept)
-        d_chars = d_x.view(-1, d_x.shape[-1]).index_select(0, ctx.kept[-1].written)
+        d_chars = d_x.view(-1, d_x.shape[-1]).index_select(0, ctx.kept[-1].char_states)
         return (d_chars.view(chars_shape), d_words, *(d.clone() for d in d_weights), None)
 
 
-def _in_rows_order(hs: torch.Tensor, plan: Schedule, shape: torch.Size) -> torch.Tensor:
+def _in_rows_order(hs: torch.Tensor, plan: Schedule) -> torch.Tensor:
     """h of every step (C, D, B, H) back in the rows' order (B, C, D * H), by one
     gather (outside inference mode, an ordinary tensor)."""
-    return hs.reshape(-1, hs.shape[-1]).index_select(0, plan.written).view(shape[0], shape[1], -1)
+    steps, dirs, batch, hidden = hs.shape
+    return hs.reshape(-1, hidden).index_select(0, plan.written).view(batch, steps, dirs * hidden)
 
 
 def lattice_recurrence(
@@ -197,4 +199,4 @@ def lattice_recurrence(
         return out
     with torch.inference_mode():
         hs = recur(*tensors, plan, keep=False)[0]
-    return _in_rows_order(hs, plan, chars.shape)
+    return _in_rows_order(hs, plan)

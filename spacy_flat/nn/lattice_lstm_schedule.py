@@ -29,10 +29,13 @@ class Schedule:
         terms, ordered by direction, then step.
     target_by_direction (torch.Tensor): (P,) int64, `target` in that order; C * D * B in padding.
     merges (torch.Tensor): (C, D, B, 1) 1.0 where words end (eq. 15), 0.0 where the plain cell holds.
-    read (torch.Tensor): (C * D * B,) int64, the input row (b * C + i) * D + d, character
-        i of row b in direction d, that each state row (j * D + d) * B + b reads.
-    written (torch.Tensor): (B * C * D,) int64, the inverse: the state row holding each
-        input row's h.
+    read (torch.Tensor): (C * D * B,) int64, the input row (o_b + i) * D + d (character
+        i of row b, whose characters start at o_b, in direction d) that each state row
+        (j * D + d) * B + b reads; padding reads row d, and nothing real depends on it.
+    written (torch.Tensor): (B * C * D,) int64, the state row that holds the h of
+        character i of row b in direction d, padding included.
+    char_states (torch.Tensor): (N_c * D,) int64, `written` for the characters alone:
+        the state row each input row was read into.
     """
 
     packed: List[int]
@@ -45,6 +48,7 @@ class Schedule:
     merges: torch.Tensor
     read: torch.Tensor
     written: torch.Tensor
+    char_states: torch.Tensor
 
 
 def word_slots(
@@ -87,7 +91,7 @@ def word_slots(
         return torch.full((directions * total,), padding, device=device).index_copy_(0, where, values)
 
     word = word * directions + direction  # the word terms' rows, (N_w, D * 3H) viewed as (N_w * D, 3H)
-    read, written = _reading_rows(lengths, steps, directions)
+    reading = _reading_rows(lengths, steps, directions)
     sizes = [directions * n for n in packed.tolist() if n]
     return Schedule(
         packed.tolist(),
@@ -100,15 +104,17 @@ def word_slots(
         torch.zeros(steps * directions * batch, dtype=dtype, device=device)
         .index_fill_(0, cell, 1)
         .view(steps, directions, batch, 1),
-        read,
-        written,
+        *reading,
     )
 
 
-def _reading_rows(lengths: torch.Tensor, steps: int, directions: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """`Schedule.read` and `Schedule.written`: each direction reads its row's
+def _reading_rows(
+    lengths: torch.Tensor, steps: int, directions: int
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`Schedule.read`, `written` and `char_states`. Each direction reads its row's
     characters left to right, or right to left within the row's length (padding in
-    place), so one row gather each way replaces flips, stacks and transposes."""
+    place, after the characters), so one row gather each way replaces padding,
+    flips, stacks and transposes."""
     batch, device = lengths.shape[0], lengths.device
     position = torch.arange(steps, device=device)[:, None]
     order = [position.expand(steps, batch)]  # (C, B): the character read at each step
@@ -118,7 +124,9 @@ def _reading_rows(lengths: torch.Tensor, steps: int, directions: int) -> Tuple[t
     char = torch.stack(order, 1)  # (C, D, B)
     direction = torch.arange(directions, device=device)[None, :, None]
     row = torch.arange(batch, device=device)
-    read = (row * steps + char) * directions + direction
+    first = torch.cumsum(lengths, 0) - lengths
+    read = torch.where(char < lengths, (first + char) * directions + direction, direction)
     # Character i of row b, direction d, was read at step char[i, d, b]: reversal is its own inverse.
-    written = ((char * directions + direction) * batch + row).permute(2, 0, 1)
-    return read.reshape(-1), written.reshape(-1)
+    written = ((char * directions + direction) * batch + row).permute(2, 0, 1)  # (B, C, D)
+    real = lengths[:, None] > position.T  # (B, C)
+    return read.reshape(-1), written.reshape(-1), written[real].reshape(-1)
