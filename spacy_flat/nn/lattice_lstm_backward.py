@@ -33,8 +33,7 @@ def through_time(
     char_hidden: torch.Tensor,
     word_hidden: torch.Tensor,
     word_gate: torch.Tensor,
-    hs: torch.Tensor,
-    cs: torch.Tensor,
+    states: torch.Tensor,
     tanh_c: torch.Tensor,
     acts: torch.Tensor,
     merged: torch.Tensor,
@@ -45,15 +44,17 @@ def through_time(
     """The gradients of x (C, D, B, 5H, in reading order) and of the three recurrent
     weights, given that of h in the rows' order (`grad`, B, C, D * H) and what the
     forward pass kept; the word terms' added to `d_words` (N_w, D * 3H, zeros)."""
-    steps, dirs, batch, hidden = hs.shape
+    _, steps, dirs, batch, hidden = states.shape
+    steps -= 1
+    h_prev, c_prev = states[:, :-1].unbind(0)
+    n_gates = acts.shape[3]
+    coupled = n_gates == 3  # the released code's cell: f = 1 - i
     inverse = sums[:, :-1, 0].reciprocal().view(steps, dirs, batch, hidden)  # eq. 16's 1 / Σ
     i, o, g = acts[:, :, :, 0], acts[:, :, :, 1], acts[:, :, :, -1]
-    coupled = acts.shape[3] == 3  # the released code's cell: f = 1 - i
     f = 1 - i if coupled else acts[:, :, :, 2]
     plain = 1 - plan.merges
     alpha = plan.merges * torch.exp(i) * inverse  # α^c_j (eq. 16) where words end, 0 elsewhere
     d_i, d_o, d_f = i - i * i, o - o * o, f - f * f  # the sigmoids' derivatives
-    c_prev = torch.cat([torch.zeros_like(cs[:1]), cs[:-1]])
     # Per step, a pre-activation's gradient is dc times its partner (o's: dh times out_gate);
     # a coupled forget gate passes its gradient to i, with the opposite sign.
     into_i = ((g - c_prev if coupled else g) * plain + alpha * (g - merged)) * d_i
@@ -62,11 +63,10 @@ def through_time(
     partner = torch.stack([into_i, d_o, *forget_term, candidate], 3)
     words = _Words(merges, plan.merges * inverse, merged, plan) if merges else None
     # dh and dc in one buffer: a merge's gradients reach its words' first characters in one sum.
-    grads = hs.new_zeros(2, steps, dirs, batch, hidden)
-    dh, dc = grads.unbind(0)
+    grads = acts.new_zeros(2, steps + 1, dirs, batch, hidden)  # laid out as `states`
+    dh, dc = grads[:, 1:].unbind(0)
     dh.view(-1, hidden).index_copy_(0, plan.written, grad.reshape(-1, hidden))
-    n_gates = acts.shape[3]
-    d_x = hs.new_empty(steps, dirs, batch, (n_gates + 1) * hidden)
+    d_x = acts.new_empty(steps, dirs, batch, (n_gates + 1) * hidden)
     dpre = d_x[..., : n_gates * hidden].view(steps, dirs, batch, n_gates, hidden)
     # Each step's views, made in a few calls (as in `recur`).
     dh_s, dc_s, partner_s, dpre_s = dh.unbind(0), dc.unbind(0), partner.unbind(0), dpre.unbind(0)
@@ -100,7 +100,6 @@ def through_time(
             dc_s[j - 1].addcmul_(dc_j, forget[j])
             dh_s[j - 1].baddbmm_(d_flat[j], char_back)
     d_chars = d_x[..., : n_gates * hidden]
-    h_prev = torch.cat([torch.zeros_like(hs[:1]), hs[:-1]])
     d_char_hidden = torch.einsum("jdbh,jdbk->dhk", h_prev, d_chars)
     # The characters' part of the word gates (eq. 14): padding words' gradients are
     # zeros, so they may add into any row.

@@ -14,10 +14,10 @@ what they make there is read only by this module.
 The layout: the input terms `chars` (N_c, D * 5H: i, o, f, c̃ and the word gate's
 character term per direction; 4H without f when the forget gate is coupled, f = 1 - i;
 each row's characters in turn) are gathered once into reading order x (C, D, B, 5H),
-so that step j reads x[j]; the
-word terms `words` (N_w, D * 3H: i, f, c̃) are read in place as rows w * D + d. The
-states of step j are h[j] and c[j] (C, D, B, H), flattened to rows
-(j * D + d) * B + b when a word's first character reads them. The words merged at
+so that step j reads x[j]; the word terms `words` (N_w, D * 3H: i, f, c̃) are read
+in place as rows w * D + d. The states of step j are h[j] and c[j] (C, D, B, H), kept
+after a zero state and flattened to rows ((j + 1) * D + d) * B + b when a word's
+first character reads them. The words merged at
 a step are packed per direction (N_j each, the most of the two; padding words sum
 into a row of their own), and eq. 15 and 16 are sums over each row's words:
 
@@ -45,10 +45,11 @@ def recur(
     word_gate: torch.Tensor,
     plan: Schedule,
     keep: bool,
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, List[Merge]]:
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, List[Merge]]:
     """Run the recurrence without recording it.
 
-    RETURNS (tuple): h and c of every step (C, D, B, H), tanh(c), the character
+    RETURNS (tuple): h and c of every step after the zero state (2, C + 1, D, B,
+        H: h, then c; step j's at j + 1), tanh(c) (C, D, B, H), the character
         gates' activations (C, D, B, G, H: i, o, f, c̃; i, o, c̃ when the forget gate
         is coupled), the merged cells (C, D, B, H; 0 at steps where no word ends),
         eq. 16's and 15's sums (C, D * B + 1, 2, H: the denominator, then the
@@ -61,9 +62,11 @@ def recur(
     words = words.view(-1, words.shape[1] // dirs)
     n_gates = char_hidden.shape[2] // hidden
     coupled = n_gates == 3
-    # h and c of every step in one buffer: a word's first character is read in one gather.
-    states = x.new_empty(2, steps, dirs, batch, hidden)
-    hs, cs = states.unbind(0)
+    # h and c of every step in one buffer, after the zero state before the first: a word's
+    # first character is read in one gather, and the backward reads each step's previous state.
+    states = x.new_empty(2, steps + 1, dirs, batch, hidden)
+    h, c = states[:, 0].zero_()
+    hs, cs = states[:, 1:].unbind(0)
     tanh_c, merged = torch.empty_like(hs), torch.zeros_like(hs)
     acts = x.new_empty(steps, dirs, batch, n_gates, hidden)
     # Each step's sums of eq. 16 and 15 start from its characters' own terms; kept for
@@ -78,7 +81,7 @@ def recur(
     c_s, h_s = cs.unbind(0), hs.unbind(0)
     tanh_s, merged_s = tanh_c.unbind(0), merged.unbind(0)
     own_s, own_weighted_s = (t.view(steps, dirs, batch, hidden).unbind(0) for t in sums[:, :-1].unbind(2))
-    sums_s, state_rows = sums.unbind(0), states.view(2, -1, hidden)
+    sums_s, state_rows = sums.unbind(0), states.view(2, -1, hidden)  # the zero state's rows first
     ends = plan.merges.bool().unbind(0)
     # Each word's terms and its character's gate term, gathered for all steps at once (D, P_d, .)
     # and split by step; padding words read the first rows.
@@ -87,7 +90,6 @@ def recur(
     target = plan.target_by_direction.clamp(max=steps * dirs * batch - 1)
     gate_terms = x.reshape(-1, x.shape[-1])[:, n_gates * hidden :].index_select(0, target)
     gate_terms = gate_terms.view(dirs, -1, hidden).split(packed, 1)
-    h = c = x.new_zeros(dirs, batch, hidden)
     kept: List[Merge] = []
     k = 0
     for j in range(steps):
@@ -109,7 +111,7 @@ def recur(
                 kept.append(merge)
             k += 1
         h = torch.mul(o_s[j], torch.tanh(c, out=tanh_s[j]), out=h_s[j])
-    return hs, cs, tanh_c, acts, merged, sums, kept
+    return states, tanh_c, acts, merged, sums, kept
 
 
 def _merge(
@@ -175,11 +177,12 @@ class LatticeRecurrence(torch.autograd.Function):
         return (d_chars.view(chars_shape), d_words, *(d.clone() for d in d_weights), None)
 
 
-def _in_rows_order(hs: torch.Tensor, plan: Schedule) -> torch.Tensor:
-    """h of every step (C, D, B, H) back in the rows' order (B, C, D * H), by one
-    gather (outside inference mode, an ordinary tensor)."""
-    steps, dirs, batch, hidden = hs.shape
-    return hs.reshape(-1, hidden).index_select(0, plan.written).view(batch, steps, dirs * hidden)
+def _in_rows_order(states: torch.Tensor, plan: Schedule) -> torch.Tensor:
+    """h of every step (`states`[0, 1:], C, D, B, H) back in the rows' order (B, C,
+    D * H), by one gather (outside inference mode, an ordinary tensor)."""
+    _, steps, dirs, batch, hidden = states.shape
+    hs = states[0, 1:].view(-1, hidden)
+    return hs.index_select(0, plan.written).view(batch, steps - 1, dirs * hidden)
 
 
 def lattice_recurrence(
@@ -198,5 +201,5 @@ def lattice_recurrence(
         assert isinstance(out, torch.Tensor)
         return out
     with torch.inference_mode():
-        hs = recur(*tensors, plan, keep=False)[0]
-    return _in_rows_order(hs, plan)
+        states = recur(*tensors, plan, keep=False)[0]
+    return _in_rows_order(states, plan)

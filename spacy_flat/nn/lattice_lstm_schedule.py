@@ -22,7 +22,8 @@ class Schedule:
     packed (List[int]): per step, the words packed per direction (N_j); 0 where none ends.
     sizes (List[int]): per step where words end, D * N_j.
     state (List[torch.Tensor]): per step where words end, (D * N_j,) int64: the
-        state row of each word's first character.
+        state row ((j + 1) * D + d) * B + b of each word's first character (the
+        states are kept after a zero state).
     row (List[torch.Tensor]): likewise, the row d * B + b the word ends in; D * B in padding.
     target (torch.Tensor): (P,) int64, each packed word's character row (j * D + d) * B + b.
     word_by_direction (torch.Tensor): (P,) int64, each packed word's row in the word
@@ -96,7 +97,7 @@ def word_slots(
     return Schedule(
         packed.tolist(),
         sizes,
-        laid_out(((end - span) * directions + direction) * batch + row, step_major, 0).split(sizes),
+        laid_out(((end - span + 1) * directions + direction) * batch + row, step_major, 0).split(sizes),
         laid_out(direction * batch + row, step_major, directions * batch).split(sizes),
         laid_out(cell, step_major, 0),
         laid_out(word, by_direction, 0),
