@@ -74,28 +74,33 @@ def through_time(
     out_gate, cell_of_h = (tanh_c * d_o).unbind(0), (o * (1 - tanh_c * tanh_c)).unbind(0)
     forget = (f * plain).unbind(0)
     char_back, word_back, gate_back = (w.transpose(1, 2) for w in (char_hidden, word_hidden, word_gate))
-    grad_rows, dc_rows = grads.view(2, -1, hidden), dc.view(-1, hidden)
-    targets = plan.target.split(plan.sizes)
+    grad_rows, dc_rows, dc_wide = grads.view(2, -1, hidden), dc.view(-1, hidden), dc.unsqueeze(3).unbind(0)
+    targets, firsts, packed = plan.target.split(plan.sizes), plan.state, plan.packed
+    # The gradients of eq. 14's pre-activations and of c^w through eq. 15 (2, D, P_d, H), and
+    # of eq. 13's (D, P_d, 3, H), for all words, written a step's words at a time.
+    words_total = sum(n for n in packed if n)
+    by_rows = acts.new_empty(2, dirs, words_total, hidden)
+    d_term = acts.new_empty(dirs, words_total, 3, hidden)
+    sizes = [n for n in packed if n]
+    by_rows_s, d_term_s = by_rows.split(sizes, 2), d_term.split(sizes, 1)
     k = len(merges)
-    d_terms: List[torch.Tensor] = []
-    d_gates: List[torch.Tensor] = []
     for j in range(steps - 1, -1, -1):
         dc_j = dc_s[j].addcmul_(dh_s[j], cell_of_h[j])
-        torch.mul(partner_s[j], dc_j.unsqueeze(2), out=dpre_s[j])
+        torch.mul(partner_s[j], dc_wide[j], out=dpre_s[j])
         torch.mul(dh_s[j], out_gate[j], out=d_out_s[j])
-        if plan.packed[j] and words is not None:
+        n = packed[j]
+        if n and words is not None:
             k -= 1
-            n = plan.packed[j]
             # dc of the row each word merges into, times what eq. 14 to 16 make of it.
-            d_gate, direct = (words.by_row[k] * dc_rows.index_select(0, targets[k]).view(dirs, 1, n, -1)).unbind(1)
+            rows = dc_rows.index_select(0, targets[k]).view(1, dirs, n, hidden)
+            d_gate, direct = torch.mul(words.by_row[k], rows, out=by_rows_s[k]).unbind(0)
             d_cells = torch.baddbmm(direct, d_gate, gate_back)
-            d_term = words.by_cell[k] * d_cells.unsqueeze(2)  # eq. 13's pre-activations
-            d_first = d_cells.new_empty(2, dirs, n, hidden)  # dh and dc of the words' first characters
-            torch.bmm(d_term.view(dirs, n, -1), word_back, out=d_first[0])
+            # eq. 13's pre-activations, then dh and dc of the words' first characters
+            d_term_k = torch.mul(words.by_cell[k], d_cells.unsqueeze(2), out=d_term_s[k])
+            d_first = d_cells.new_empty(2, dirs, n, hidden)
+            torch.bmm(d_term_k.view(dirs, n, -1), word_back, out=d_first[0])
             torch.mul(d_cells, words.forget[k], out=d_first[1])
-            grad_rows.index_add_(1, plan.state[k], d_first.view(2, -1, hidden))
-            d_terms.append(d_term)
-            d_gates.append(d_gate)
+            grad_rows.index_add_(1, firsts[k], d_first.view(2, -1, hidden))
         if j:
             dc_s[j - 1].addcmul_(dc_j, forget[j])
             dh_s[j - 1].baddbmm_(d_flat[j], char_back)
@@ -106,20 +111,19 @@ def through_time(
     d_char_gate = d_x.view(-1, d_x.shape[-1])[:, n_gates * hidden :].zero_()
     d_word_hidden, d_word_gate = torch.zeros_like(word_hidden), torch.zeros_like(word_gate)
     if words is not None:
-        d_term = torch.cat(d_terms[::-1], 1).view(dirs, -1, 3 * hidden)
-        d_gate = torch.cat(d_gates[::-1], 1)  # D, P_d, .
-        d_word_hidden = torch.bmm(words.h_b.transpose(1, 2), d_term)
-        d_word_gate = torch.bmm(words.cells.transpose(1, 2), d_gate)
-        d_words.view(-1, 3 * hidden).index_add_(0, plan.word_by_direction, d_term.reshape(-1, 3 * hidden))
+        d_terms, d_gates = d_term.view(dirs, -1, 3 * hidden), by_rows[0]  # (D, P_d, .)
+        d_word_hidden = torch.bmm(words.h_b.transpose(1, 2), d_terms)
+        d_word_gate = torch.bmm(words.cells.transpose(1, 2), d_gates)
+        d_words.view(-1, 3 * hidden).index_add_(0, plan.word_by_direction, d_terms.reshape(-1, 3 * hidden))
         target = plan.target_by_direction.clamp(max=steps * dirs * batch - 1)
-        d_char_gate.index_add_(0, target, d_gate.reshape(-1, hidden))
+        d_char_gate.index_add_(0, target, d_gates.reshape(-1, hidden))
     return d_x, d_char_hidden, d_word_hidden, d_word_gate
 
 
 class _Words:
     """The merges' packed words side by side (D, P_d, .), ordered by step, and, split
     by step, what dc of the row a word merges into is multiplied by in the backward:
-    `by_row` (D, 2, n, H) gives the gradients of eq. 14's pre-activation and of c^w
+    `by_row` (2, D, n, H) gives the gradients of eq. 14's pre-activation and of c^w
     through eq. 15; `by_cell` (D, n, 3, H), times dc^w, those of eq. 13's three
     pre-activations, and `forget` (D, n, H) that of c^c_b. Computed for all words at
     once, before the loop."""
@@ -139,7 +143,7 @@ class _Words:
         # dc times: d e^{i^c_bj} = share ⊙ (c^w - merged), through e^x and σ to eq. 14's
         # pre-activation; and c^w's own share, e^{i^c_bj} ⊙ share (eq. 15).
         d_gate = (row_share * self.cells - row_mixed) * weight * (gate - gate * gate)
-        self.by_row = torch.stack([d_gate, row_share * weight], 1).split(sizes, 2)
+        self.by_row = torch.stack([d_gate, row_share * weight]).split(sizes, 2)
         by_cell = [
             word_c * (word_i - word_i * word_i),
             c_b * (word_f - word_f * word_f),
