@@ -44,9 +44,8 @@ def through_time(
     """The gradients of x (C, D, B, 5H, in reading order) and of the three recurrent
     weights, given that of h in the rows' order (`grad`, B, C, D * H) and what the
     forward pass kept; the word terms' added to `d_words` (N_w, D * 3H, zeros)."""
-    _, steps, dirs, batch, hidden = states.shape
-    steps -= 1
-    h_prev, c_prev = states[:, :-1].unbind(0)
+    steps, dirs, batch, hidden = tanh_c.shape
+    h_prev, c_prev = states[:, :-1].unbind(0)  # each step's previous state (`recur`)
     n_gates = acts.shape[3]
     coupled = n_gates == 3  # the released code's cell: f = 1 - i
     inverse = sums[:, :-1, 0].reciprocal().view(steps, dirs, batch, hidden)  # eq. 16's 1 / Σ
@@ -78,10 +77,9 @@ def through_time(
     targets, firsts, packed = plan.target.split(plan.sizes), plan.state, plan.packed
     # The gradients of eq. 14's pre-activations and of c^w through eq. 15 (2, D, P_d, H), and
     # of eq. 13's (D, P_d, 3, H), for all words, written a step's words at a time.
-    words_total = sum(n for n in packed if n)
-    by_rows = acts.new_empty(2, dirs, words_total, hidden)
-    d_term = acts.new_empty(dirs, words_total, 3, hidden)
     sizes = [n for n in packed if n]
+    by_rows = acts.new_empty(2, dirs, sum(sizes), hidden)
+    d_term = acts.new_empty(dirs, sum(sizes), 3, hidden)
     by_rows_s, d_term_s = by_rows.split(sizes, 2), d_term.split(sizes, 1)
     k = len(merges)
     for j in range(steps - 1, -1, -1):
