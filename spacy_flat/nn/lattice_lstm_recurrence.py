@@ -17,9 +17,9 @@ each row's characters in turn) are gathered once into reading order x (C, D, B, 
 so that step j reads x[j]; the word terms `words` (N_w, D * 3H: i, f, c̃) are read
 in place as rows w * D + d. The states of step j are h[j] and c[j] (C, D, B, H), kept
 after a zero state and flattened to rows ((j + 1) * D + d) * B + b when a word's
-first character reads them. The words merged at
-a step are packed per direction (N_j each, the most of the two; padding words sum
-into a row of their own), and eq. 15 and 16 are sums over each row's words:
+first character reads them. The words merged at a step are packed per direction
+(N_j each, the most of the two; padding words sum into a row of their own), and
+eq. 15 and 16 are sums over each row's words:
 
     c^c_j = (e^{i^c_j} ⊙ c̃^c_j + Σ_b e^{i^c_bj} ⊙ c^w_bj) / (e^{i^c_j} + Σ_b e^{i^c_bj})
 
@@ -59,7 +59,7 @@ def recur(
     steps, dirs, batch = plan.merges.shape[:3]
     hidden = char_hidden.shape[1]
     x = chars.reshape(-1, chars.shape[1] // dirs).index_select(0, plan.read).view(steps, dirs, batch, -1)
-    words = words.view(-1, words.shape[1] // dirs)
+    words = words.reshape(-1, words.shape[1] // dirs)
     n_gates = char_hidden.shape[2] // hidden
     coupled = n_gates == 3
     # h and c of every step in one buffer, after the zero state before the first: a word's
