@@ -100,10 +100,14 @@ def restore_optimizer(
             )
         return {keys[name]: value for name, value in table.items()}
 
-    optimizer.mom1 = {k: ops.asarray_f(v) for k, v in keyed(state["mom1"]).items()}
-    optimizer.mom2 = {k: ops.asarray_f(v) for k, v in keyed(state["mom2"]).items()}
+    def writable(array: Any) -> Any:
+        # msgpack hands back read-only arrays; thinc updates moments and averages in place
+        return ops.asarray_f(numpy.array(array, dtype="float32"))
+
+    optimizer.mom1 = {k: writable(v) for k, v in keyed(state["mom1"]).items()}
+    optimizer.mom2 = {k: writable(v) for k, v in keyed(state["mom2"]).items()}
     if state["averages"] is not None:
-        optimizer.averages = {k: ops.asarray_f(v) for k, v in keyed(state["averages"]).items()}
+        optimizer.averages = {k: writable(v) for k, v in keyed(state["averages"]).items()}
     optimizer.nr_update = defaultdict(int, keyed(state["nr_update"]))
     optimizer.last_seen = defaultdict(int, keyed(state["last_seen"]))
     for _ in range(state["schedule_steps"]):
@@ -148,6 +152,32 @@ def restore_grad_scalers(nlp: Language, state: Dict[str, Any]) -> None:
             device = scaler._scale.device
             scaler._scale = torch.from_numpy(numpy.array(state[label]["scale"])).to(device)
             scaler._growth_tracker = torch.from_numpy(numpy.array(state[label]["growth_tracker"])).to(device)
+
+
+def row_average_state(nlp: Language, names: Dict[Key, str]) -> Dict[str, Any]:
+    """Where each table's averages, kept row by row under SGD (`layers/row_averages.py`), are exact.
+
+    RETURNS (Dict[str, Any]): The table's stable name -> each row's update count and the table's.
+    """
+    state: Dict[str, Any] = {}
+    for shim, _ in _shims(nlp):
+        for name, record in getattr(shim, "row_average_state", dict)().items():
+            state[names[(shim.id, name)]] = record
+    return state
+
+
+def restore_row_averages(nlp: Language, optimizer: Optimizer, state: Dict[str, Any], names: Dict[Key, str]) -> None:
+    """Give the shims back the records of `row_average_state`, over the optimizer's restored averages.
+
+    state (Dict[str, Any]): From `row_average_state` (empty for a checkpoint written before it was kept).
+    """
+    if not state or optimizer.averages is None:
+        return
+    for shim, _ in _shims(nlp):
+        restore = getattr(shim, "restore_row_averages", None)
+        if restore is not None:
+            mine = {key[1]: state[name] for key, name in names.items() if key[0] == shim.id and name in state}
+            restore(optimizer.averages, mine)
 
 
 def _shims(nlp: Language) -> List[Tuple[Any, str]]:

@@ -24,6 +24,8 @@ from .optimizer_state import (
     parameter_names,
     restore_grad_scalers,
     restore_optimizer,
+    restore_row_averages,
+    row_average_state,
 )
 from .state import MODEL, OPTIMIZER, RANDOM, LoopState, device_name, read_state, replace_dir, write_state
 
@@ -62,6 +64,7 @@ def save_checkpoint(run: Run) -> Checkpoint:
             {
                 "optimizer": optimizer_state(run.optimizer, names, run.state.steps),
                 "grad_scalers": grad_scaler_state(run.nlp, names),
+                "row_averages": row_average_state(run.nlp, names),
             },
         )
         position = BatchStream.position_to_dict(stream.position())
@@ -97,6 +100,7 @@ def restore_run(run: Run, checkpoint: Checkpoint, *, replay_check: bool) -> List
         run.optimizer, optimizer_data["optimizer"], parameter_names(run.nlp), replay_check=replay_check
     )
     restore_grad_scalers(run.nlp, optimizer_data["grad_scalers"])
+    restore_row_averages(run.nlp, run.optimizer, optimizer_data.get("row_averages", {}), parameter_names(run.nlp))
     run.state = LoopState(**{**saved["loop"], "results": [tuple(r) for r in saved["loop"]["results"]]})
     for _ in range(run.state.steps):
         next(run.dropouts)

@@ -1,0 +1,98 @@
+"""Parameter averages of the embedding tables kept row by row (spacy_flat/layers/row_averages.py):
+thinc's own averages whenever they are read, and a checkpoint's restore that goes on exactly."""
+
+import math
+
+import numpy
+import pytest
+import torch
+from thinc.api import SGD
+
+from spacy_flat.layers.row_averages import MAX_DECAY, RowAverages, decay, log_decay_product
+from spacy_flat.layers.shim import sgd_rows
+
+from .test_sparse_update import _assert_same, _dense_tables, _train
+
+
+@pytest.mark.parametrize(
+    "since,until", [(0, 1), (0, 40), (3, 3), (17, 250), (89_980, 90_020), (89_990, 89_991), (95_000, 95_100)]
+)
+def test_the_closed_form_product_is_the_product_of_thinc_decays(since, until):
+    literal = sum(math.log(decay(u)) for u in range(since + 1, until + 1))
+    ours = float(log_decay_product(torch.tensor([since]), until)[0])
+    assert ours == pytest.approx(literal, rel=1e-9, abs=1e-9)
+
+
+def test_thinc_decay_is_the_one_copied():
+    from thinc.api import NumpyOps
+
+    for step in (1, 2, 10, 5_000, 89_990, 89_991, 200_000):
+        ema = numpy.zeros(1, dtype="f")
+        NumpyOps().update_averages(ema, numpy.ones(1, dtype="f"), step)
+        assert float(ema[0]) == pytest.approx(1 - decay(step), rel=1e-5)
+    assert decay(10**7) == MAX_DECAY
+
+
+def _sparse_steps(steps: int, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        rows = torch.randint(0, 30, (6,), generator=generator)
+        values = torch.randn(6, 4, generator=generator)
+        yield torch.sparse_coo_tensor(rows[None], values, (30, 4), check_invariants=True)
+
+
+def _thinc_run(steps: int):
+    optimizer = SGD(0.1, grad_clip=1.0, L2=0.0, use_averages=True)
+    table = torch.randn(30, 4, generator=torch.Generator().manual_seed(5)).numpy()
+    for grad in _sparse_steps(steps):
+        table, _ = optimizer((1, "table"), table, grad.to_dense().numpy().copy())
+    return torch.from_numpy(table), torch.from_numpy(optimizer.averages[(1, "table")])
+
+
+def test_row_wise_averages_equal_thinc_dense_averages_when_read():
+    expected_table, expected_average = _thinc_run(25)
+    optimizer = SGD(0.1, grad_clip=1.0, L2=0.0, use_averages=True)
+    table = torch.randn(30, 4, generator=torch.Generator().manual_seed(5))
+    records: dict = {}
+    for grad in _sparse_steps(25):
+        sgd_rows(optimizer, (1, "table"), table, grad, 1.0, records)
+    torch.testing.assert_close(table, expected_table, rtol=1e-6, atol=1e-6)
+    record = records["table"]
+    stale = record.exact_at < record.step
+    assert stale.any()  # rows no recent step touched are brought up to date when read...
+    stored = torch.from_numpy(optimizer.averages[(1, "table")]).clone()
+    assert not torch.allclose(stored[stale], expected_average[stale])
+    torch.testing.assert_close(record.current(table), expected_average, rtol=1e-5, atol=1e-6)
+    assert torch.equal(torch.from_numpy(optimizer.averages[(1, "table")]), stored)  # ...in a copy
+
+
+def test_a_record_writes_through_to_the_optimizers_array():
+    average = numpy.zeros((3, 2), dtype="f")
+    record = RowAverages.exact(average, torch.from_numpy(average), step=0)
+    record.update(torch.tensor([1]), torch.zeros(1, 2), torch.ones(1, 2), step=1)
+    assert average[1].tolist() == pytest.approx([1 - decay(1)] * 2)
+    assert average[0].tolist() == [0.0, 0.0]
+
+
+def _averaged(nlp, optimizer):
+    """Every parameter's average, read as evaluation and saving read it (`use_params`)."""
+    module = next(shim._model for node in nlp.get_pipe("flat_ner").model.walk() for shim in node.shims)
+    with nlp.use_params(optimizer.averages):
+        return {name: p.detach().clone() for name, p in module.named_parameters()}
+
+
+def test_training_with_averages_matches_thincs_dense_averages(monkeypatch):
+    """A Lattice LSTM trained with averaged SGD: the same weights and the same averages of every
+    parameter, tables included, as with thinc's dense step; reading them leaves the weights trained."""
+    weights, sparse_flags, (nlp, optimizer) = _train("lattice_lstm", SGD(0.05, grad_clip=5.0, L2=0.0), keep=True)
+    assert sparse_flags == [True] * 6
+    shim = next(shim for node in nlp.get_pipe("flat_ner").model.walk() for shim in node.shims)
+    assert set(shim.row_averages) == {"char_embed.weight", "word_embed.table.weight"}
+    averages = _averaged(nlp, optimizer)
+    _dense_tables(monkeypatch)
+    dense_weights, _, dense_run = _train("lattice_lstm", SGD(0.05, grad_clip=5.0, L2=0.0), keep=True)
+    _assert_same(weights, dense_weights)
+    _assert_same(averages, _averaged(*dense_run))
+    assert not torch.equal(averages["char_embed.weight"], weights["char_embed.weight"])
+    module = shim._model
+    assert torch.equal(module.char_embed.weight.detach(), weights["char_embed.weight"])
