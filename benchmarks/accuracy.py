@@ -296,7 +296,8 @@ def write_records(args: argparse.Namespace, config: Path, ours: List[dict], peer
         inputs = (args.lexicon or "defaults") + ("-norm" if args.normalize else "")
     settings = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in (item.split("=", 1) for item in args.set)]
     extras = [args.ablation, "select-on-test" if args.select_on_test else "", "gpu" if args.gpu_id >= 0 else ""]
-    variant = bool(args.ablation or args.select_on_test or any(k.startswith("components.") for k in args.set))
+    # Any override (the model's or training's: batcher, schedule, optimizer) makes the config a variant.
+    variant = bool(args.ablation or args.select_on_test or args.set)
     label = "embedded defaults" if inputs == "defaults" else inputs.replace("+", " + ")
     dataset = {"msra": "MSRA"}.get(args.dataset, args.dataset.capitalize())
     common = {"dataset": args.dataset, "load_before": load, "gpu_id": args.gpu_id, "out_dir": args.results}
