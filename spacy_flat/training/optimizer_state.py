@@ -102,7 +102,7 @@ def restore_optimizer(
 
     def writable(array: Any) -> Any:
         # msgpack hands back read-only arrays; thinc updates moments and averages in place
-        return ops.asarray_f(numpy.array(array, dtype="float32"))
+        return ops.asarray_f(array).copy()
 
     optimizer.mom1 = {k: writable(v) for k, v in keyed(state["mom1"]).items()}
     optimizer.mom2 = {k: writable(v) for k, v in keyed(state["mom2"]).items()}
