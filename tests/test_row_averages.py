@@ -66,6 +66,12 @@ def test_row_wise_averages_equal_thinc_dense_averages_when_read():
     assert torch.equal(torch.from_numpy(optimizer.averages[(1, "table")]), stored)  # ...in a copy
 
 
+def test_averaged_rows_need_the_records():
+    table, grad = torch.zeros(30, 4), next(iter(_sparse_steps(1)))
+    with pytest.raises(ValueError, match="needs the records"):
+        sgd_rows(SGD(0.1, use_averages=True), (1, "table"), table, grad, 1.0)
+
+
 def test_a_record_writes_through_to_the_optimizers_array():
     average = numpy.zeros((3, 2), dtype="f")
     record = RowAverages.exact(average, torch.from_numpy(average), step=0)

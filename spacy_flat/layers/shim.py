@@ -165,8 +165,10 @@ def sgd_rows(
     param (torch.Tensor): The table (rows, width), updated in place.
     grad (torch.Tensor): Its sparse COO gradient.
     row_averages (Optional[Dict[str, RowAverages]]): The shim's lazily kept averages by
-        parameter name, where the optimizer keeps averages (a new dict if not given).
+        parameter name; required where the optimizer keeps averages.
     """
+    if optimizer.averages is not None and row_averages is None:
+        raise ValueError("sgd_rows: an optimizer with averages needs the records of the table's row averages")
     optimizer.nr_update[key] += 1
     grad = grad.coalesce()
     rows, values = grad.indices()[0], grad.values()
@@ -183,7 +185,8 @@ def sgd_rows(
             weights -= lr_scale * optimizer.learn_rate * optimizer.L2 * weights
         param.index_copy_(0, rows, weights)
         if optimizer.averages is not None:
-            record = _row_average(optimizer, key, param, {} if row_averages is None else row_averages)
+            assert row_averages is not None
+            record = _row_average(optimizer, key, param, row_averages)
             record.update(rows, before, weights, optimizer.nr_update[key])
 
 
