@@ -102,3 +102,131 @@ def test_training_with_averages_matches_thincs_dense_averages(monkeypatch):
     assert not torch.equal(averages["char_embed.weight"], weights["char_embed.weight"])
     module = shim._model
     assert torch.equal(module.char_embed.weight.detach(), weights["char_embed.weight"])
+
+
+def test_a_row_stepped_at_every_update_is_not_rounded_through_a_factor_of_one():
+    expected = torch.zeros(2, 3)
+    average = numpy.zeros((2, 3), dtype="f")
+    record = RowAverages.exact(average, torch.from_numpy(average), step=0)
+    generator = torch.Generator().manual_seed(3)
+    weights = torch.zeros(2, 3)
+    for step in range(1, 200):
+        after = weights + torch.randn(2, 3, generator=generator)
+        record.update(torch.tensor([0, 1]), weights, after, step)
+        expected -= (1.0 - decay(step)) * (expected - after)  # thinc's arithmetic, in float32
+        weights = after
+    assert torch.equal(record.view, expected)
+
+
+def test_an_update_out_of_step_is_refused():
+    average = numpy.zeros((3, 2), dtype="f")
+    record = RowAverages.exact(average, torch.from_numpy(average), step=4)
+    with pytest.raises(RuntimeError, match="out of step"):
+        record.update(torch.tensor([1]), torch.zeros(1, 2), torch.ones(1, 2), step=6)
+
+
+def test_an_average_in_other_memory_gets_every_update_written_back():
+    """Where the table's device is not the array's (thinc keeps MPS arrays on the host), the record
+    steps its own tensor and writes the rows it updated into the optimizer's array."""
+    average = numpy.zeros((4, 2), dtype="f")
+    record = RowAverages.exact(average, torch.zeros(4, 2), step=0)
+    assert not record.shared
+    record.update(torch.tensor([2]), torch.zeros(1, 2), torch.ones(1, 2), step=1)
+    assert average[2].tolist() == pytest.approx([1 - decay(1)] * 2)
+    assert numpy.array_equal(average, record.view.numpy())
+
+
+def _pipeline():
+    import spacy
+    from thinc.util import fix_random_seed
+
+    from .conftest import FAMILY, small_lexicon, tiny_examples
+
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config={"model": {**FAMILY["lattice_lstm"], "embed_dropout": 0.0}})
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    shim = next(shim for node in ner.model.walk() for shim in node.shims)
+    # Alternate halves of the data, so that some rows of the tables wait several steps for an update.
+    halves = [examples[: len(examples) // 2], examples[len(examples) // 2 :]]
+    return nlp, shim, halves
+
+
+def test_a_checkpoint_of_the_row_averages_read_back_goes_on_bit_for_bit():
+    """The optimizer's state and the records through msgpack (read-only arrays), into a new optimizer:
+    the averages then read the same as those of the run never stopped."""
+    import srsly
+
+    from spacy_flat.training.optimizer_state import (
+        optimizer_state,
+        parameter_names,
+        restore_optimizer,
+        restore_row_averages,
+        row_average_state,
+    )
+
+    def sgd():
+        return SGD(0.05, grad_clip=5.0, L2=0.0, use_averages=True)
+
+    nlp, shim, halves = _pipeline()
+    optimizer = sgd()
+    for step in range(8):
+        nlp.update(halves[step % 2], sgd=optimizer)
+    never_stopped = _averaged(nlp, optimizer)
+
+    nlp, shim, halves = _pipeline()
+    optimizer = sgd()
+    for step in range(5):
+        nlp.update(halves[step % 2], sgd=optimizer)
+    assert any(bool((record.exact_at < record.step).any()) for record in shim.row_averages.values())
+    names = parameter_names(nlp)
+    saved = srsly.msgpack_loads(
+        srsly.msgpack_dumps(
+            {"optimizer": optimizer_state(optimizer, names, 5), "rows": row_average_state(nlp, optimizer, names)}
+        )
+    )
+    optimizer = sgd()
+    restore_optimizer(optimizer, saved["optimizer"], names, replay_check=True)
+    restore_row_averages(nlp, optimizer, saved["rows"], names)
+    for step in range(5, 8):
+        nlp.update(halves[step % 2], sgd=optimizer)
+    resumed = _averaged(nlp, optimizer)
+    for name in never_stopped:
+        assert torch.equal(resumed[name], never_stopped[name]), name
+
+
+def test_a_table_stepped_densely_after_rows_goes_on_from_exact_averages(monkeypatch):
+    """Rows first, then thinc's dense step (as if the gradients came back dense): the averages end as a
+    run stepped densely throughout, and the record is given up."""
+    nlp, shim, halves = _pipeline()
+    optimizer = SGD(0.05, grad_clip=5.0, L2=0.0, use_averages=True)
+    for step in range(4):
+        nlp.update(halves[step % 2], sgd=optimizer)
+    assert shim.row_averages
+    _dense_tables(monkeypatch)
+    for module in shim._model.modules():
+        if isinstance(module, torch.nn.Embedding):
+            module.sparse = False
+    for step in range(4, 7):
+        nlp.update(halves[step % 2], sgd=optimizer)
+    assert not shim.row_averages
+    mixed = _averaged(nlp, optimizer)
+
+    nlp, shim, halves = _pipeline()
+    optimizer = SGD(0.05, grad_clip=5.0, L2=0.0, use_averages=True)
+    for step in range(7):
+        nlp.update(halves[step % 2], sgd=optimizer)
+    _assert_same(mixed, _averaged(nlp, optimizer))
+
+
+def test_use_params_entered_twice_swaps_once():
+    nlp, _, halves = _pipeline()
+    optimizer = SGD(0.05, grad_clip=5.0, L2=0.0, use_averages=True)
+    for step in range(3):
+        nlp.update(halves[step % 2], sgd=optimizer)
+    once = _averaged(nlp, optimizer)
+    with nlp.use_params(optimizer.averages):
+        twice = _averaged(nlp, optimizer)
+    for name in once:
+        assert torch.equal(once[name], twice[name]), name

@@ -20,6 +20,7 @@ import math
 from typing import Any
 
 import torch
+from thinc.util import get_array_module
 
 # thinc's `update_averages` caps the decay at 0.9999, reached after this step: d(89,990) = 0.9999.
 MAX_DECAY = 0.9999
@@ -50,11 +51,18 @@ def log_decay_product(since: torch.Tensor, until: int) -> torch.Tensor:
     return uncapped + capped * math.log(MAX_DECAY)
 
 
+def _address(array: Any) -> int:
+    # numpy arrays and cupy arrays give their first byte's address differently
+    return int(array.ctypes.data) if hasattr(array, "ctypes") else int(array.data.ptr)
+
+
 class RowAverages:
     """The lazily kept average of one table: thinc's array, and the update up to which each row is exact.
 
     average (Any): The optimizer's averages array for the table (numpy or cupy), written in place.
-    view (torch.Tensor): The same memory as a tensor.
+    view (torch.Tensor): The average as a tensor on the table's device: the same memory where the
+        array's device is the table's (CPU, CUDA); otherwise a copy, whose updated rows are written
+        back into `average` at every step (MPS: thinc keeps its arrays on the host).
     exact_at (torch.Tensor): int64, for each row the update count at which its average is exact.
     step (int): The table's update count, the last step included.
     """
@@ -64,6 +72,7 @@ class RowAverages:
         self.view = view
         self.exact_at = exact_at
         self.step = step
+        self.shared = view.data_ptr() == _address(average)
 
     @classmethod
     def exact(cls, average: Any, view: torch.Tensor, step: int) -> "RowAverages":
@@ -78,10 +87,21 @@ class RowAverages:
         after (torch.Tensor): Their weights after it.
         step (int): The table's update count, this step included.
         """
-        factor = torch.exp(log_decay_product(self.exact_at[rows], step - 1)).to(before.dtype).unsqueeze(1)
-        average = before + (self.view[rows] - before) * factor
+        if step != self.step + 1:
+            raise RuntimeError(
+                f"row averages out of step: update {step} of a table whose average was last updated at {self.step}"
+            )
+        since = self.exact_at[rows]
+        average = self.view[rows]
+        # Rows stepped at the update before are exact as they stand (no rounding through a factor of 1).
+        behind = since < step - 1
+        factor = torch.exp(log_decay_product(since, step - 1)).to(before.dtype).unsqueeze(1)
+        average = torch.where(behind.unsqueeze(1), before + (average - before) * factor, average)
         average -= (1.0 - decay(step)) * (average - after)
         self.view.index_copy_(0, rows, average)
+        if not self.shared:
+            xp = get_array_module(self.average)
+            self.average[xp.asarray(rows.cpu().numpy())] = xp.asarray(average.cpu().numpy())
         self.exact_at[rows] = step
         self.step = step
 

@@ -19,7 +19,7 @@ mode on every call, a walk over every submodule twice per batch (6% of
 `nlp.pipe` one doc at a time); `predict` here leaves it in eval mode, since
 `begin_update` sets train mode itself, and runs under `torch.inference_mode`.
 
-With plain SGD (no moments, no averages), the embedding tables are updated row by
+With SGD (no moments; with parameter averages or without), the embedding tables are updated row by
 row: their gradients come back sparse (`nn.Embedding(sparse=True)` in every
 `begin_update`, so the first step of a run, or of a resumed one, is like every
 other) and only the rows a batch read are clipped and stepped, as thinc's
@@ -57,6 +57,7 @@ class InPlacePyTorchShim(PyTorchShim):
         self.lr_scale = lr_scale
         # The tables' parameter averages under row-wise SGD, by parameter name.
         self.row_averages: Dict[str, RowAverages] = {}
+        self._params_swapped = False
 
     def predict(self, inputs: ArgsKwargs) -> Any:
         """Run the module in eval mode without autograd; it stays in eval mode
@@ -82,6 +83,12 @@ class InPlacePyTorchShim(PyTorchShim):
             if grad.is_sparse and by_rows and not self._grad_scaler.found_inf:
                 sgd_rows(optimizer, (self.id, name), param, grad, self.lr_scale, self.row_averages)
             elif not self._grad_scaler.found_inf:  # skip the step if any gradient overflowed
+                record = self.row_averages.pop(name, None)
+                if record is not None:  # thinc's dense average goes on from exact values
+                    with torch.no_grad():
+                        record.view.copy_(record.current(param.detach()))
+                    if not record.shared:
+                        record.average[...] = torch2xp(record.view.cpu())
                 weights, _ = optimizer(
                     (self.id, name),
                     cast(FloatsXd, torch2xp(param.data)),
@@ -103,6 +110,9 @@ class InPlacePyTorchShim(PyTorchShim):
 
         params (Dict[Any, Any]): Arrays keyed as the optimizer keys them.
         """
+        if self._params_swapped:  # entered again: the averages are in place already
+            yield
+            return
         swapped: Dict[str, Tuple[torch.nn.Parameter, torch.Tensor, torch.Tensor]] = {}
         for name, param in self._model.named_parameters():
             value = params.get((self.id, name))
@@ -120,28 +130,34 @@ class InPlacePyTorchShim(PyTorchShim):
         with torch.no_grad():
             for param, _, new in swapped.values():
                 param.copy_(new)
+        self._params_swapped = True
         try:
             yield
         finally:
+            self._params_swapped = False
             with torch.no_grad():
                 for param, trained, _ in swapped.values():
                     param.copy_(trained)
 
-    def row_average_state(self) -> Dict[str, Dict[str, Any]]:
-        """Each table's row-wise average record (`RowAverages`) by parameter name, for a checkpoint."""
+    def row_average_state(self, averages: Dict[Any, Any]) -> Dict[str, Dict[str, Any]]:
+        """The records (`RowAverages`) of the tables whose averages are in `averages` (an optimizer's),
+        by parameter name, for a checkpoint."""
         return {
             name: {"exact_at": record.exact_at.cpu().numpy(), "step": record.step}
             for name, record in self.row_averages.items()
+            if record.average is averages.get((self.id, name))
         }
 
     def restore_row_averages(self, averages: Dict[Any, Any], state: Dict[str, Dict[str, Any]]) -> None:
         """Take back the records of `row_average_state` over an optimizer's restored `averages`."""
+        self.row_averages.clear()
         for name, param in self._model.named_parameters():
             average = averages.get((self.id, name))
             if name not in state or average is None:
                 continue
             view = xp_to_torch(average, device=param.device)
-            exact_at = torch.as_tensor(numpy.asarray(state[name]["exact_at"], dtype="int64"), device=param.device)
+            # a copy: msgpack's arrays are read-only, and the record writes its steps in place
+            exact_at = torch.tensor(numpy.array(state[name]["exact_at"], dtype="int64"), device=param.device)
             self.row_averages[name] = RowAverages(average, view, exact_at, int(state[name]["step"]))
 
 

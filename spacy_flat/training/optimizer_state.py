@@ -154,15 +154,20 @@ def restore_grad_scalers(nlp: Language, state: Dict[str, Any]) -> None:
             scaler._growth_tracker = torch.from_numpy(numpy.array(state[label]["growth_tracker"])).to(device)
 
 
-def row_average_state(nlp: Language, names: Dict[Key, str]) -> Dict[str, Any]:
-    """Where each table's averages, kept row by row under SGD (`layers/row_averages.py`), are exact.
+def row_average_state(nlp: Language, optimizer: Optimizer, names: Dict[Key, str]) -> Dict[str, Any]:
+    """Where each table's averages in `optimizer`, kept row by row under SGD (`layers/row_averages.py`),
+    are exact.
 
     RETURNS (Dict[str, Any]): The table's stable name -> each row's update count and the table's.
     """
     state: Dict[str, Any] = {}
+    if optimizer.averages is None:
+        return state
     for shim, _ in _shims(nlp):
-        for name, record in getattr(shim, "row_average_state", dict)().items():
-            state[names[(shim.id, name)]] = record
+        records = getattr(shim, "row_average_state", None)
+        if records is not None:
+            for name, record in records(optimizer.averages).items():
+                state[names[(shim.id, name)]] = record
     return state
 
 

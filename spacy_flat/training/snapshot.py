@@ -64,7 +64,7 @@ def save_checkpoint(run: Run) -> Checkpoint:
             {
                 "optimizer": optimizer_state(run.optimizer, names, run.state.steps),
                 "grad_scalers": grad_scaler_state(run.nlp, names),
-                "row_averages": row_average_state(run.nlp, names),
+                "row_averages": row_average_state(run.nlp, run.optimizer, names),
             },
         )
         position = BatchStream.position_to_dict(stream.position())
