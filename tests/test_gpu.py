@@ -158,3 +158,43 @@ print(json.dumps([[[e.start_char, e.end_char, e.label_] for e in d.ents] for d i
     finally:
         require_cpu()
     assert gpu == cpu
+
+
+AVERAGED_SGD_SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+import torch
+from thinc.api import SGD, PyTorchShim, require_gpu
+if {gpu!r}:
+    require_gpu(0)
+from spacy_flat.layers.shim import InPlacePyTorchShim
+from tests.test_row_averages import _averaged, _pipeline
+
+def run(dense):
+    nlp, shim, halves = _pipeline()
+    if dense:  # thinc's dense step and average, as before the rows' records
+        shim.begin_update = lambda inputs: PyTorchShim.begin_update(shim, inputs)
+    optimizer = SGD(0.05, grad_clip=5.0, L2=0.0, use_averages=True)
+    for step in range(8):
+        nlp.update(halves[step % 2], sgd=optimizer)
+    if not dense:
+        assert shim.row_averages and all(r.shared for r in shim.row_averages.values()), "records not over the arrays"
+        assert all(r.view.device.type == shim._model.char_embed.weight.device.type for r in shim.row_averages.values())
+    return {{name: value.cpu() for name, value in _averaged(nlp, optimizer).items()}}
+
+rows, dense = run(False), run(True)
+for name in rows:
+    torch.testing.assert_close(rows[name], dense[name], rtol=1e-4, atol=1e-6, msg=name)
+print("ok", sorted(rows))
+"""
+
+
+def test_averaged_sgd_keeps_the_tables_averages_row_by_row_on_gpu():
+    """The rows' records over cupy arrays share their memory (DLPack) and give thinc's dense averages."""
+    import subprocess
+    import sys
+
+    script = AVERAGED_SGD_SCRIPT.format(root=str(ROOT), gpu=True)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1].startswith("ok")
