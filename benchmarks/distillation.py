@@ -35,6 +35,7 @@ accuracy-distillation-GROUP-ROW, ROW one of teacher0, teacher1, ..., ensemble, g
     row           the table's model cell ("teacher: PATH", "ensemble of 2 (mean marginals)", "student X.cfg: soft")
     variant       the student's: "gold", "soft", "topk" or "silver" (null for teachers and the ensemble)
     architecture, inputs, epochs   as accuracy.py's records (the student's config; "teacher" / "ensemble")
+    overrides     (students, with --set) the config overrides, key -> value
     teachers, soft_weight, temperature, silver_ratio, top_k   the distillation's settings
     gold_record   (--gold-record, without the gold variant) the accuracy record that stands for the gold row
     reference_records   (--reference) accuracy records shown above the group, e.g. FLAT on m3e-small
@@ -176,6 +177,7 @@ def distillation_records(
     gold_record: Optional[str] = None,
     reference_records: Sequence[str] = (),
     tag: str = "",
+    overrides: Optional[Dict[str, Any]] = None,
 ) -> List[Row]:
     """(id, seeds, setup, figures) of each row's record (the shape in this module's docstring).
 
@@ -184,7 +186,8 @@ def distillation_records(
     soft_weight, temperature, silver_ratio, top_k; gold_record: an accuracy record of the student's config,
     inputs and epochs that stands for the gold row when the run has none; reference_records: accuracy
     records shown above the group (e.g. FLAT on m3e-small); tag: ends the group's name, so runs of the
-    same student with other teachers or settings keep records of their own.
+    same student with other teachers or settings keep records of their own; overrides: the student config's
+    --set overrides (key -> value), kept in the students' setup so the table says how they differ from the config.
     """
     stem = Path(student_config).stem
     arch = slug(stem.split("_", 1)[1]) if "_" in stem else "flat"
@@ -219,6 +222,8 @@ def distillation_records(
             "architecture": ARCHITECTURE_NAMES.get(arch, arch),
             "inputs": label,
         }
+        if overrides:
+            setup["overrides"] = dict(overrides)
         out.append((f"accuracy-distillation-{group}-{variant}", list(seeds), setup, seeds_figures(results)))
     return out
 
@@ -337,10 +342,11 @@ def main() -> None:
     caches: Dict[Hashable, CachedTargets] = {}
     rows = teacher_rows(members, list(args.teachers), data, args.output, measured, args.gpu_id)
     silver = make_silver(teacher, data, args, args.output) if "silver" in args.variants else None
+    overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
     extra = {
         **schedule_for(base, data["train"], args.epochs),
         **input_overrides(args.inputs, ROOT / "training" / "pretrain" / "full", unit=not args.raw_tables),
-        **{k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)},
+        **overrides,
     }
     for variant in args.variants:
         config = student_config(base, variant, settings, silver, args.silver_ratio, args.output / "configs")
@@ -396,6 +402,7 @@ def main() -> None:
         args.gold_record,
         args.reference,
         slug(args.tag, "gpu" if args.gpu_id >= 0 else ""),
+        overrides,
     )
     for rid, seeds, setup, figures in made:
         title = f"{args.dataset.capitalize() if args.dataset != 'msra' else 'MSRA'}, distillation: {setup['row']}"

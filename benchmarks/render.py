@@ -819,6 +819,15 @@ def student_row(rec: Record, model: str, delta: Optional[float]) -> List[str]:
     ]
 
 
+def override_label(key: str, value: Any) -> str:
+    """A config override as a caption says it: the setting's last name and its value, a registered
+    function by the file it reads (`char_vectors = m3e-chars.vec`)."""
+    name = key.rsplit(".", 1)[-1]
+    if isinstance(value, dict):
+        value = Path(str(value["path"])).name if "path" in value else value.get("@misc", value)
+    return f"{name} = {value}"
+
+
 def student_block(t: Tables, dataset: str, group: str, rids: List[str]) -> str:
     """One distillation run: a line naming it, then its table (references, teachers, ensemble, students)."""
     records = t.records
@@ -869,6 +878,7 @@ def student_block(t: Tables, dataset: str, group: str, rids: List[str]) -> str:
             variant is None or any(records[r]["setup"].get("variant") == variant for r in student_ids)
         ):
             settings.append(f"{label}{value:g}")
+    about += [override_label(k, v) for k, v in (first["setup"].get("overrides") or {}).items()]
     caption = f"**{DATASET_NAMES[dataset]}**, `{group}`: students {', '.join(x for x in about if x)}"
     caption += f"; {', '.join(settings)}" if settings else ""
     return f"{caption}\n\n{table(STUDENT_COLUMNS, rows)}"

@@ -255,6 +255,30 @@ def test_students_table_shows_every_row_of_a_run():
     assert sorted(render.derived_numbers({r["id"]: r for r in records})) == [1.0, 2.0, 3.0, 10.2]
 
 
+def test_students_caption_names_the_student_configs_overrides():
+    import distillation
+
+    settings = {"teachers": ["a"], "soft_weight": 0.5, "temperature": 1.0, "silver_ratio": 1.0}
+    teachers = [{"path": "a", "test_f": 64.0, "dev_f": 68.0, "chars_per_s": 900.0}]
+    students = {"gold": [run_result(60.0 + s) for s in (0, 1, 2)]}
+    vectors = {"@misc": "spacy-flat.word2vec_char_vectors.v1", "path": "training/m3e-chars.vec"}
+    overrides = {"components.flat_ner.model.n_layers": 2, "initialize.components.flat_ner.char_vectors": vectors}
+    made = distillation.distillation_records(
+        "weibo", "weibo_dcsan.cfg", 10, [0, 1, 2], settings, teachers, None, students, tag="x", overrides=overrides
+    )
+    # Only the students were trained with the overrides; the teachers' records do not carry them.
+    assert [setup.get("overrides") for _, _, setup, _ in made] == [None, overrides]
+    records = [
+        made_up(rid, "accuracy", figures, title="Weibo, distillation", dataset="weibo", seeds=seeds, setup=setup)
+        for rid, seeds, setup, figures in made
+    ]
+    text = render.TABLES["students"](render.Tables({r["id"]: r for r in records}))
+    assert text.startswith(
+        "**Weibo**, `weibo-weibo-dcsan-10ep-s012-x`: students DC-SAN, embedded defaults, 10 epochs, "
+        "n_layers = 2, char_vectors = m3e-chars.vec;"
+    )
+
+
 def test_students_table_renders_a_run_without_some_variants():
     records = distillation_made_up(["soft"], ensemble=None)
     rows = rows_of(render.TABLES["students"](render.Tables({r["id"]: r for r in records})))
