@@ -230,3 +230,75 @@ def test_use_params_entered_twice_swaps_once():
         twice = _averaged(nlp, optimizer)
     for name in once:
         assert torch.equal(once[name], twice[name]), name
+
+
+def test_two_components_keep_their_own_records_through_a_checkpoint():
+    """Two Lattice LSTM pipes, each with its own shim and tables: the checkpoint's records are keyed by
+    each shim's parameters' stable names, so each pipe gets its own back and both go on bit for bit."""
+    import spacy
+    import srsly
+    from thinc.util import fix_random_seed
+
+    from spacy_flat.training.optimizer_state import (
+        optimizer_state,
+        parameter_names,
+        restore_optimizer,
+        restore_row_averages,
+        row_average_state,
+    )
+
+    from .conftest import FAMILY, small_lexicon, tiny_examples
+
+    pipes = ("flat_ner", "flat_ner_b")
+
+    def pipeline():
+        fix_random_seed(0)
+        nlp = spacy.blank("zh")
+        for name in pipes:
+            nlp.add_pipe("flat_ner", name=name, config={"model": {**FAMILY["lattice_lstm"], "embed_dropout": 0.0}})
+        examples = tiny_examples(nlp)
+        for name in pipes:
+            nlp.get_pipe(name).initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+        # The pipes see different halves at each step, so their tables' rows fall out of step differently.
+        return nlp, [examples[: len(examples) // 2], examples[len(examples) // 2 :]]
+
+    def step(nlp, halves, k, optimizer):
+        for j, name in enumerate(pipes):
+            nlp.get_pipe(name).update(halves[(k + j) % 2], sgd=optimizer)
+
+    def averaged(nlp, optimizer):
+        with nlp.use_params(optimizer.averages):
+            return {
+                f"{name}:{key}": p.detach().clone()
+                for name in pipes
+                for node in nlp.get_pipe(name).model.walk()
+                for shim in node.shims
+                for key, p in shim._model.named_parameters()
+            }
+
+    def sgd():
+        return SGD(0.05, grad_clip=5.0, L2=0.0, use_averages=True)
+
+    nlp, halves = pipeline()
+    optimizer = sgd()
+    for k in range(8):
+        step(nlp, halves, k, optimizer)
+    never_stopped = averaged(nlp, optimizer)
+
+    nlp, halves = pipeline()
+    optimizer = sgd()
+    for k in range(5):
+        step(nlp, halves, k, optimizer)
+    names = parameter_names(nlp)
+    rows = row_average_state(nlp, optimizer, names)
+    assert {name.split("/", 1)[0] for name in rows} == set(pipes)
+    saved = srsly.msgpack_loads(srsly.msgpack_dumps({"optimizer": optimizer_state(optimizer, names, 5), "rows": rows}))
+    optimizer = sgd()
+    restore_optimizer(optimizer, saved["optimizer"], names, replay_check=True)
+    restore_row_averages(nlp, optimizer, saved["rows"], names)
+    for k in range(5, 8):
+        step(nlp, halves, k, optimizer)
+    resumed = averaged(nlp, optimizer)
+    assert not torch.equal(never_stopped["flat_ner:char_embed.weight"], never_stopped["flat_ner_b:char_embed.weight"])
+    for name in never_stopped:
+        assert torch.equal(resumed[name], never_stopped[name]), name
