@@ -13,7 +13,9 @@ students of one config trained on
 Speed is `nlp.pipe` chars/s at batch 64 on one thread (the evaluation's timing); every run keeps its
 checkpoints in OUTPUT, so the same command run again goes on from where it stopped. The students of one
 command share a cache of the teachers' targets, so the teachers run once over the text, not once a student
-(the first student of a run pays for them in its training time).
+(the first student of a run pays for them in its training time); the cache is kept in OUTPUT/teacher-targets
+(--target-stores), so a resumed run, or seeds run as separate commands side by side, read the targets a
+first run computed rather than run the teachers again.
 
     python benchmarks/distillation.py weibo --teachers training/trf/weibo0/model-best \\
         --student-config weibo_dcsan.cfg --epochs 10 --seeds 0 1 2 --output training/distill/weibo \\
@@ -88,19 +90,30 @@ COLUMNS = ("model", "test F1 (mean ± sd)", "dev F1", "runs", "chars/s, batch 64
 
 
 def student_config(
-    base: Path, variant: str, settings: DistillationSettings, silver: Optional[Path], ratio: float, out: Path
+    base: Path,
+    variant: str,
+    settings: DistillationSettings,
+    silver: Optional[Path],
+    ratio: float,
+    out: Path,
+    stores: Optional[Path] = None,
 ) -> Path:
     """The student's config for a variant: the base config with `[flat_distillation]` (soft, silver)
-    and the gold-and-silver reader (silver)."""
+    and the gold-and-silver reader (silver). stores: the folder of the teachers' target stores, one file
+    for each kind of target (the soft and silver students share the marginals); None: in memory only."""
     config = Config().from_disk(base, interpolate=False)
     if variant != "gold":
+        targets = "top_k" if variant == "topk" else "marginals"
         config["flat_distillation"] = {
             "teachers": settings.teachers,
             "soft_weight": settings.soft_weight,
             "temperature": settings.temperature,
-            "targets": "top_k" if variant == "topk" else "marginals",
+            "targets": targets,
             "top_k": settings.top_k,
         }
+        if stores is not None:
+            kind = f"top{settings.top_k}" if targets == "top_k" else "marginals"
+            config["flat_distillation"]["target_store"] = str(stores / f"{kind}.sqlite")
     if variant == "silver":
         assert silver is not None
         config["corpora"]["train"] = {
@@ -314,6 +327,12 @@ def main() -> None:
     parser.add_argument("--silver-ratio", type=float, default=1.0)
     parser.add_argument("--output", type=Path, required=True)
     parser.add_argument(
+        "--target-stores",
+        default=None,
+        help="a folder of the teachers' targets, kept for a resumed run and for students run in other processes "
+        "(default: OUTPUT/teacher-targets; '': in memory only)",
+    )
+    parser.add_argument(
         "--gold-record", default=None, help="without the gold variant: the accuracy record that stands for its row"
     )
     parser.add_argument("--reference", nargs="*", default=[], help="accuracy records shown above the group")
@@ -348,8 +367,10 @@ def main() -> None:
         **input_overrides(args.inputs, ROOT / "training" / "pretrain" / "full", unit=not args.raw_tables),
         **overrides,
     }
+    stores = args.output / "teacher-targets" if args.target_stores is None else args.target_stores
+    store_dir = Path(stores) if stores else None
     for variant in args.variants:
-        config = student_config(base, variant, settings, silver, args.silver_ratio, args.output / "configs")
+        config = student_config(base, variant, settings, silver, args.silver_ratio, args.output / "configs", store_dir)
         schedule = {}
         if variant == "silver" and silver is not None:
             schedule = silver_schedule(base, data["train"], silver, args.silver_ratio, args.epochs)

@@ -10,6 +10,8 @@ from spacy.util import fix_random_seed
 
 from spacy_flat.decoding.posterior import posterior_decode
 from spacy_flat.decoding.tags import TagSet
+from spacy_flat.distillation.settings import DistillationSettings
+from spacy_flat.distillation.store import TargetStore, store_source
 from spacy_flat.distillation.teachers import CachedTargets, EnsembleTeacher, PipelineTeacher, ensemble_entities
 from spacy_flat.pipeline.teaching import SILVER, Teaching
 
@@ -279,10 +281,19 @@ def test_distill_command_trains_a_student_from_its_teacher_and_resumes(teachers,
     args = ["distill", str(config), "--output", str(tmp_path / "student"), "--teacher", str(teacher)]
     assert main([*args, *values]) == 0
     assert (tmp_path / "student" / "model-last" / "meta.json").exists()
-    # Run again with more steps: it goes on from its checkpoint, the teacher set again.
+    store = tmp_path / "student" / "teacher-targets.sqlite"
+    kept = len(TargetStore(store, store_source(DistillationSettings([str(teacher)]))))
+    assert kept > 0 and f"kept in {store} (0 segments there)" in capfd.readouterr().out
+    # Run again with more steps: it goes on from its checkpoint, the teacher set again, its targets
+    # read from the store (the same sentences: nothing new is computed).
     assert main([*args, *cli_args(overrides(data, 16))]) == 0
     out = capfd.readouterr().out
-    assert out.count(f"Teachers: {teacher} (soft weight 0.7") == 2 and "Resuming from" in out
+    assert out.count(f"Teachers: {teacher} (soft weight 0.7") == 1 and "Resuming from" in out
+    assert f"kept in {store} ({kept:,} segments there)" in out
+    assert len(TargetStore(store, store_source(DistillationSettings([str(teacher)])))) == kept
+    # '' keeps the targets in memory.
+    assert main([*args[:3], str(tmp_path / "memory"), *args[4:], "--target-store", "", *values]) == 0
+    assert "in memory" in capfd.readouterr().out and not (tmp_path / "memory" / "teacher-targets.sqlite").exists()
     # A config without teachers is refused with its name.
     config.write_text(config.read_text(encoding="utf8").replace('["nowhere"]', "[]"), encoding="utf8")
     assert main(["distill", str(config), "--output", str(tmp_path / "none"), *values]) == 1

@@ -7,6 +7,9 @@ from typing import Any, Dict, Sequence
 
 from ..errors import FlatError
 
+# Where `distill` keeps the teachers' targets unless told otherwise: a resumed run reads them there.
+TARGET_STORE = "teacher-targets.sqlite"
+
 
 def add_commands(commands: Any) -> None:
     """Add `train` and `distill` to the sub-command parsers."""
@@ -42,6 +45,12 @@ def add_commands(commands: Any) -> None:
     distill.add_argument("--top-k", type=int, default=None, help="best paths per teacher with --targets top_k")
     distill.add_argument("--silver", type=Path, default=None, help="silver sentences (from `silver`) beside the gold")
     distill.add_argument("--silver-ratio", type=float, default=1.0, help="silver sentences per gold one")
+    distill.add_argument(
+        "--target-store",
+        default=None,
+        help=f"an SQLite file that keeps the teachers' soft targets for a resumed run or other students "
+        f"(default: the config's target_store, else OUTPUT/{TARGET_STORE}; '' keeps them in memory only)",
+    )
     distill.set_defaults(run=run_distill, takes_overrides=True)
 
 
@@ -98,7 +107,10 @@ def run_distill(args: argparse.Namespace, extra: Sequence[str]) -> None:
             raise FlatError(f"{args.config}: {err}") from None
         names = ", ".join(settings.teachers)
         print(f"ℹ Teachers: {names} (soft weight {settings.soft_weight}, temperature {settings.temperature})")
-        print(f"ℹ Soft targets: {settings.describe()}, cached per segment ({type(cache.teacher).__name__})")
+        kept = "in memory"
+        if cache.store is not None:
+            kept = f"kept in {cache.store.path} ({len(cache.store):,} segments there)"
+        print(f"ℹ Soft targets: {settings.describe()}, computed once per segment, {kept}")
 
     checkpoints = CheckpointSettings(steps=args.checkpoint_steps, minutes=args.checkpoint_minutes, keep=args.keep)
     train(config_path, args.output, overrides=overrides, use_gpu=args.gpu_id, settings=checkpoints, prepare=prepare)
@@ -106,7 +118,7 @@ def run_distill(args: argparse.Namespace, extra: Sequence[str]) -> None:
 
 def student_config(args: argparse.Namespace) -> Path:
     """Write `OUTPUT/distill.cfg`: the student's config with the command's teachers, weight,
-    temperature, soft targets and silver corpus. RETURNS (Path): Its path."""
+    temperature, soft targets, target store and silver corpus. RETURNS (Path): Its path."""
     from thinc.api import Config
 
     if not args.config.exists():
@@ -118,6 +130,10 @@ def student_config(args: argparse.Namespace) -> Path:
     for key in ("soft_weight", "temperature", "targets", "top_k"):
         if getattr(args, key) is not None:
             block[key] = getattr(args, key)
+    if args.target_store is not None:
+        block["target_store"] = args.target_store
+    elif "target_store" not in block:
+        block["target_store"] = str(args.output / TARGET_STORE)
     config["flat_distillation"] = block
     if args.silver is not None:
         train = config["corpora"]["train"]

@@ -1,7 +1,7 @@
 """Settings of distillation and self-training, importable without loading a pipeline."""
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import FlatError
 
@@ -50,6 +50,9 @@ class DistillationSettings:
         their weighted negative log-likelihood (Wang et al., 2020, Top-WK).
     top_k (int): How many best paths with targets = "top_k" (per teacher: an
         ensemble pools its members' paths).
+    target_store (Optional[str]): An SQLite file that keeps the teachers' targets
+        beyond the run: a resumed run, another seed or a student trained beside it
+        read them there rather than run the teachers again. None: in memory only.
     """
 
     teachers: List[str] = field(default_factory=list)
@@ -58,6 +61,7 @@ class DistillationSettings:
     temperature: float = 1.0
     targets: str = "marginals"
     top_k: int = 3
+    target_store: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.targets not in TARGETS:
@@ -91,4 +95,6 @@ class DistillationSettings:
         except FlatError as err:
             raise FlatError(f"{where}: {err}") from None
         settings.teachers = [str(path) for path in settings.teachers]
+        # An empty string, as a command line gives it, keeps the targets in memory.
+        settings.target_store = str(settings.target_store) if settings.target_store else None
         return settings

@@ -7,6 +7,7 @@ from spacy.language import Language
 from ..pipeline.component import FlatNER
 from ..pipeline.teaching import Teaching, check_labels
 from .settings import DistillationSettings
+from .store import TargetStore, store_source
 from .teachers import CachedTargets, EnsembleTeacher, PipelineTeacher
 
 
@@ -19,7 +20,8 @@ def attach_teachers(
     nlp (Language): The student, initialized (its labels known).
     cache (Optional[CachedTargets]): The cache of another student of the same
         teachers and settings (another seed or variant in the same process),
-        whose targets are reused rather than computed again; None: a new one.
+        whose targets are reused rather than computed again; None: a new one,
+        backed by the settings' `target_store` file where one is set.
     RETURNS (CachedTargets): The cache, whose counts say what the teachers computed.
     """
     if not settings.teachers:
@@ -33,7 +35,10 @@ def attach_teachers(
             for path in settings.teachers
         ]
         teacher = members[0] if len(members) == 1 else EnsembleTeacher(members)
-        cache = CachedTargets(teacher, source=settings.target_source)
+        store = None
+        if settings.target_store:
+            store = TargetStore(settings.target_store, store_source(settings))
+        cache = CachedTargets(teacher, source=settings.target_source, store=store)
     elif cache.source != settings.target_source:
         raise ValueError(
             f"the cached targets come from {cache.source}, this student's teachers are {settings.target_source}"

@@ -17,6 +17,7 @@ from ..lattice.windows import Segment
 from ..pipeline.component import FlatNER
 from ..pipeline.teaching import check_labels
 from ..types import ScoredSpan, SoftTarget, TopPaths
+from .store import TargetStore, segment_key
 
 
 class PipelineTeacher:
@@ -137,30 +138,53 @@ class CachedTargets:
     teacher: A `PipelineTeacher` or `EnsembleTeacher`.
     source: What the targets depend on (`DistillationSettings.target_source`),
         checked when another student reuses the cache; None where unknown.
+    store (Optional[TargetStore]): A file that keeps the targets beyond this
+        process: those found there are read, not computed, and those computed
+        are added to it.
     """
 
-    def __init__(self, teacher: Union[PipelineTeacher, EnsembleTeacher], source: Optional[Hashable] = None) -> None:
+    def __init__(
+        self,
+        teacher: Union[PipelineTeacher, EnsembleTeacher],
+        source: Optional[Hashable] = None,
+        store: Optional[TargetStore] = None,
+    ) -> None:
         self.teacher = teacher
         self.source = source
+        self.store = store
         self.labels = teacher.labels
         self._cache: Dict[Tuple[str, int, str], SoftTarget] = {}
         self.computed = 0
         self.reused = 0
+        self.loaded = 0
 
     def targets(self, segments: Sequence[Segment]) -> List[SoftTarget]:
-        """RETURNS: Per segment, the teacher's targets, computed only for segments not seen before."""
+        """RETURNS: Per segment, the teacher's targets, computed only for segments not seen
+        before (in this process or, with a store, in its file)."""
         keys = [self._key(s) for s in segments]
         missing: Dict[Tuple[str, int, str], int] = {}
         for k, key in enumerate(keys):
             if key not in self._cache:
                 missing.setdefault(key, k)
+        found = 0
+        if missing and self.store is not None:
+            digests = {segment_key(*key): key for key in missing}
+            for digest, target in self.store.get(digests).items():
+                self._cache[digests[digest]] = target
+                del missing[digests[digest]]
+                found += 1
         if missing:
+            computed: Dict[Tuple[str, int, str], SoftTarget] = {}
             for key, rows in zip(missing, self.teacher.targets([segments[k] for k in missing.values()])):
                 # float16 halves the memory of a large corpus; marginals need no more precision.
                 # Paths come as int16 tag ids with one probability each: small already.
-                self._cache[key] = rows if isinstance(rows, TopPaths) else rows.astype("float16")
+                computed[key] = rows if isinstance(rows, TopPaths) else rows.astype("float16")
+            self._cache.update(computed)
+            if self.store is not None:
+                self.store.put({segment_key(*key): target for key, target in computed.items()})
         self.computed += len(missing)
-        self.reused += len(segments) - len(missing)
+        self.loaded += found
+        self.reused += len(segments) - len(missing) - found
         return [_unpacked(self._cache[key]) for key in keys]
 
     def _key(self, segment: Segment) -> Tuple[str, int, str]:

@@ -17,6 +17,9 @@ compared by the sha256 of the files' content, so moving the files is allowed and
 Other settings that name a file or a folder (word vectors, a bigram table, a lexicon) are compared the
 same way: the checkpoint keeps the digest of what they name, so the same file under another path is
 the same run, and another file under the same path is not.
+
+`flat_distillation.target_store` is left out as well: the file keeps the teachers' targets, which do
+not depend on it, and it grows as the run goes on.
 """
 
 import hashlib
@@ -38,6 +41,8 @@ ALLOWED_ON_RESUME = (
     "training.logger",
     "training.optimizer.learn_rate",
 )
+# Settings that change no weight and name a file that changes as the run goes on: never compared.
+NOT_COMPARED = ("flat_distillation.target_store",)
 # Changes that are allowed but make the resumed run differ from one uninterrupted run.
 CHANGES_THE_RUN = ("training.optimizer.learn_rate",)
 
@@ -97,9 +102,8 @@ def fingerprint(config: Config) -> Fingerprint:
     # Where the data lies is left out: its content is compared (a reader's `path`, or a student's `gold` and
     # `silver`). Those keys exactly: `gold_preproc`, say, is a setting like any other.
     data_keys = {f"{dot_name}.{key}" for dot_name in corpora.values() for key in ("path", "gold", "silver")}
-    flat = {
-        key: value for key, value in _flatten(interpolated) if not key.startswith("paths.") and key not in data_keys
-    }
+    left_out = data_keys | set(NOT_COMPARED)
+    flat = {key: value for key, value in _flatten(interpolated) if not key.startswith("paths.") and key not in left_out}
     files = {key: digest for key, value in flat.items() if (digest := path_digest(value)) is not None}
     return Fingerprint(flat, data, versions(), files)
 
