@@ -82,8 +82,10 @@ class TargetStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT)
-            # WAL: readers in other processes are not blocked while one writes.
+            # WAL: readers in other processes are not blocked while one writes. NORMAL: no disk sync at
+            # each batch's commit; a crash of the process loses nothing, a power cut at most the last rows.
             self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
             with self._db:
                 self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
                 self._db.execute("CREATE TABLE IF NOT EXISTS targets (key BLOB PRIMARY KEY, value BLOB NOT NULL)")
