@@ -118,3 +118,29 @@ def test_a_student_trains_the_same_on_stored_targets_as_on_computed_ones(teacher
     assert computing.computed > 0
     reading = CachedTargets(NoTeacher(computing.labels), store=TargetStore(tmp_path / "t.sqlite", "s"))
     assert train(reading) == computed and reading.loaded == computing.computed
+
+
+def test_two_processes_fill_one_store_at_once(tmp_path):
+    """Students trained side by side share the file: writers in two processes at once, overlapping
+    keys, and every row is there once, as its first writer stored it."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, numpy\n"
+        "from spacy_flat.distillation.store import TargetStore, segment_key\n"
+        "store = TargetStore(sys.argv[1], 'source')\n"
+        "first, fill = int(sys.argv[2]), float(sys.argv[3])\n"
+        "for k in range(first, first + 300, 10):\n"
+        "    store.put({segment_key(str(j), 0, ''): numpy.full((3, 4), fill) for j in range(k, k + 10)})\n"
+    )
+    path = tmp_path / "shared.sqlite"
+    TargetStore(path, "source").close()
+    runs = [subprocess.Popen([sys.executable, "-c", script, str(path), str(first), str(first)]) for first in (0, 150)]
+    assert [run.wait(timeout=120) for run in runs] == [0, 0]
+    store = TargetStore(path, "source")
+    assert len(store) == 450
+    rows = store.get([segment_key(str(j), 0, "") for j in range(450)])
+    assert all(float(row[0, 0]) in (0.0, 150.0) for row in rows.values())
+    assert all(float(rows[segment_key(str(j), 0, "")][0, 0]) == 0.0 for j in range(150))
+    assert all(float(rows[segment_key(str(j), 0, "")][0, 0]) == 150.0 for j in range(300, 450))
