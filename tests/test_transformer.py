@@ -79,10 +79,16 @@ def test_trains_jointly_and_predicts(trained_trf):
 
 @needs_shared
 def test_every_character_gets_a_vector_latin_digits_unknown(trained_trf):
+    ner = trained_trf.get_pipe("flat_ner")
     for text in ["Hello张伟2024年在北京😀", "  ", "ＡＢＣ工作", "𠀀张伟"]:
         doc = trained_trf(text)
         assert doc.text == text
         assert all(0 <= e.start_char < e.end_char <= len(text) for e in doc.ents)
+        # One row of finite tag scores per character, whatever the tokenizer made of it.
+        segments, _ = ner.segmenter.segments(list(trained_trf.pipe([text], disable=["flat_ner"])))
+        scores = numpy.asarray(ner.model.predict(segments))
+        assert scores.shape[0] == 1 and scores.shape[1] >= len(text) and scores.shape[2] == len(ner.tag_set)
+        assert numpy.isfinite(scores[0, : len(text)]).all()
 
 
 @needs_shared
@@ -107,7 +113,12 @@ def test_transformer_features_alone(tmp_path):
     nlp = build(use_char_embeddings=False)
     examples = tiny_examples(nlp)
     nlp.initialize(lambda: examples)
-    nlp.update(examples)
+    module = nlp.get_pipe("flat_ner").tagger.module
+    # The characters' input is the transformer's vectors (and the bigrams), no character table.
+    assert not module.use_char_embeddings and module.feature_width > 0
+    assert module.char_proj.in_features == module.feature_width + module.bigram_width + module.bigram_vector_width
+    losses = nlp.update(examples, losses={})
+    assert numpy.isfinite(losses["flat_ner"]) and losses["flat_ner"] > 0
     assert nlp("张伟在北京。").text == "张伟在北京。"
 
 
@@ -149,12 +160,14 @@ def test_budget_groups_score_as_one_batch(trained_trf, monkeypatch):
     ner = trained_trf.get_pipe("flat_ner")
     segments, _ = ner.segmenter.segments(docs)
     whole = ner.model.predict(segments)
+    whole_ents = [ents(d) for d in trained_trf.pipe(texts)]
     counts = one_segment_per_group(monkeypatch)
     split = ner.model.predict(segments)
     assert counts == [len(texts)]
     for row, text in enumerate(texts):
         numpy.testing.assert_allclose(split[row, : len(text)], whole[row, : len(text)], rtol=1e-4, atol=1e-4)
-    assert [ents(d) for d in trained_trf.pipe(texts)] == [ents(d) for d in trained_trf.pipe(texts)]
+    # The entities of the pipeline split into one-segment groups are those of the whole batch.
+    assert any(whole_ents) and [ents(d) for d in trained_trf.pipe(texts)] == whole_ents
 
 
 def spy_on_listener(monkeypatch, nlp) -> list:
