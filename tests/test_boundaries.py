@@ -169,15 +169,28 @@ def test_a_tiny_pipeline_keeps_entities_across_what_its_data_had(inside):
     assert orgs[0] in found
 
 
-def test_evaluate_can_score_without_the_rules(trained_nlp, tmp_path):
+def test_evaluate_can_score_without_the_rules(trained_nlp, tmp_path, monkeypatch):
     from spacy.tokens import DocBin
 
     from spacy_flat.cli.main import main
 
     trained_nlp.to_disk(tmp_path / "model")
     DocBin(docs=[eg.reference for eg in tiny_examples(trained_nlp)]).to_disk(tmp_path / "test.spacy")
+    # Count the decodes that the rules constrain: every one with them, none without.
+    constrained = []
+    forbidden = BoundaryRules.forbidden
+
+    def counted(self, *args, **kwargs):
+        constrained.append(1)
+        return forbidden(self, *args, **kwargs)
+
+    monkeypatch.setattr(BoundaryRules, "forbidden", counted)
+    calls = {}
     for flag, out in (([], "on"), (["--no-boundary-rules"], "off")):
+        constrained.clear()
         assert (
             main(["evaluate", str(tmp_path / "model"), str(tmp_path / "test.spacy"), str(tmp_path / out), *flag]) == 0
         )
         assert (tmp_path / out / "scores.json").exists()
+        calls[out] = len(constrained)
+    assert calls["on"] > 0 and calls["off"] == 0

@@ -22,11 +22,13 @@ def brute_force(crf: ConstrainedCRF, emissions: torch.Tensor, first: int, run, t
     start = crf.start_transitions.double().detach().numpy() / temperature
     end = crf.end_transitions.double().detach().numpy() / temperature
     n, n_tags = em.shape
-    weights = {}
+    scores = {}
     for path in itertools.product(range(n_tags), repeat=n):
         score = start[path[0]] + end[path[-1]] + sum(em[t, y] for t, y in enumerate(path))
-        score += sum(trans[a, b] for a, b in zip(path, path[1:]))
-        weights[path] = numpy.exp(score)
+        scores[path] = score + sum(trans[a, b] for a, b in zip(path, path[1:]))
+    # Shifted by the best score, so that gaps beyond float64's exp range stay exact.
+    best = max(scores.values())
+    weights = {path: numpy.exp(score - best) for path, score in scores.items()}
     total = sum(weights.values())
     return sum(w for path, w in weights.items() if list(path[first : first + len(run)]) == list(run)) / total
 
@@ -142,4 +144,5 @@ def test_emission_gaps_beyond_float64_fall_back_to_log_space():
     found = crf.run_probabilities(emissions, mask, runs)
     assert all(0 < p < 1 for p in found[0])
     assert found[0][0] > found[0][1]
+    assert found[0] == pytest.approx([brute_force(crf, emissions[:1], s, r) for s, r in runs[0]], rel=1e-6)
     assert found[1] == pytest.approx([brute_force(crf, emissions[1:], s, r) for s, r in runs[1]], rel=1e-6)

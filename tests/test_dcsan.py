@@ -196,7 +196,7 @@ def test_dcsan_trains_saves_loads_and_batches_like_one_doc_at_a_time(dcsan_nlp, 
         numpy.testing.assert_allclose(scores_of(loaded, text), scores_of(nlp, text), rtol=1e-5, atol=1e-5)
     one_by_one = [[(e.start_char, e.end_char, e.label_) for e in nlp(t).ents] for t in texts]
     batched = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in loaded.pipe(texts, batch_size=4)]
-    assert batched == one_by_one
+    assert any(one_by_one) and batched == one_by_one
     ner = loaded.get_pipe("flat_ner")
     ner.cfg["window_size"], ner.cfg["window_overlap"] = 12, 3
     doc = loaded("张三在北京大学工作。李四住在上海。" * 4)

@@ -158,8 +158,11 @@ def test_a_type_added_at_run_time_changes_what_the_model_reads(tmp_path):
     nlp, _ = _typed_pipeline(tmp_path)
     lexicon = nlp.get_pipe("flat_ner").resources.lexicon
     text = "他在苏州的小米公司工作。"
+    # The word first without a type, so that what changes next is its type alone.
+    lexicon.add("苏州")
     before = scores_of(nlp, text)
     lexicon.add("苏州", types=("place",))
+    assert lexicon.types_of("苏州") == ["place"]
     after_place = scores_of(nlp, text)
     assert not numpy.allclose(before, after_place)
     # A type the model never trained with is kept in the lexicon, and read as no type.

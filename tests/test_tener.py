@@ -118,7 +118,7 @@ def test_tener_trains_in_the_component_on_characters_alone(tener_nlp):
     assert module.tener and module.position is None
     assert len(nlp.get_pipe("flat_ner").resources.lexicon) == 0
     doc = nlp("张三在北京大学工作。")
-    assert all(ent.label_ for ent in doc.ents)
+    assert doc.ents and all(ent.label_ in nlp.get_pipe("flat_ner").labels for ent in doc.ents)
 
 
 def test_tener_reads_no_lattice_words_even_with_a_lexicon():
@@ -141,7 +141,7 @@ def test_tener_saves_loads_and_batches_like_one_doc_at_a_time(tener_nlp, tmp_pat
         numpy.testing.assert_allclose(scores_of(loaded, text), scores_of(nlp, text), rtol=1e-5, atol=1e-5)
     one_by_one = [[(e.start_char, e.end_char, e.label_) for e in nlp(t).ents] for t in texts]
     batched = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in loaded.pipe(texts, batch_size=4)]
-    assert batched == one_by_one
+    assert any(one_by_one) and batched == one_by_one
 
 
 def test_tener_cuts_long_docs_into_windows(tmp_path):
