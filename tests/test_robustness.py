@@ -86,6 +86,13 @@ def test_word_segmenter_pipeline(trained_nlp, segmenter, request, tmp_path):
     assert any(len(token) > 1 for token in nlp.make_doc(text))
     for sample in [text, *HOSTILE.values()]:
         check_doc(nlp(sample), sample)
+    # The character-level entities, each snapped out to the words around it.
+    doc = nlp(text)
+    char_level = [(e.start_char, e.end_char, e.label_) for e in trained_nlp(text).ents]
+    snapped = [doc.char_span(s, e, label=label, alignment_mode="expand") for s, e, label in char_level]
+    assert char_level and [(e.start_char, e.end_char, e.label_) for e in doc.ents] == [
+        (span.start_char, span.end_char, span.label_) for span in snapped
+    ]
     nlp.to_disk(tmp_path / "pipeline")
     loaded = spacy.load(tmp_path / "pipeline")
     for sample in [text, *HOSTILE.values()]:
