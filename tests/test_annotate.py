@@ -143,11 +143,16 @@ def fails_on_a_marker(doc):
 
 
 @needs_shared
-def test_a_document_the_pipeline_fails_on_is_reported_and_its_batch_mates_annotated(trained_nlp, tmp_path):
+@pytest.mark.parametrize("n_process", [1, 2])
+def test_a_document_the_pipeline_fails_on_is_reported_and_its_batch_mates_annotated(
+    trained_nlp, tmp_path, n_process, caplog
+):
+    """With spaCy's processes too (no hang, and no fallback to doing the shard here: the failed batch's
+    records are redone one by one and the failing one named)."""
     texts = sentences(30)
     texts[5] = "故障" + texts[5]
     (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf8")
-    settings = AnnotateSettings(batch_size=8, shard_size=20, progress=False)
+    settings = AnnotateSettings(batch_size=8, shard_size=20, progress=False, n_process=n_process)
     trained_nlp.add_pipe("spacy_flat_test_fails_on_a_marker")
     try:
         summary = annotate(trained_nlp, [str(tmp_path / "in.txt")], tmp_path / "out", settings=settings)
@@ -155,6 +160,7 @@ def test_a_document_the_pipeline_fails_on_is_reported_and_its_batch_mates_annota
         trained_nlp.remove_pipe("spacy_flat_test_fails_on_a_marker")
     assert (summary["read"], summary["annotated"], summary["skipped"]) == (30, 29, 1)
     assert summary["skipped_by_reason"] == {PIPELINE_FAILED: 1}
+    assert not [r.getMessage() for r in caplog.records if "redoing it batch by batch" in r.getMessage()]
     assert summary["problems"] == [f"{tmp_path / 'in.txt'}:6: {PIPELINE_FAILED} (ValueError: a test failure)"]
     records = read_shards(tmp_path / "out")
     assert [r["id"] for r in records] == [f"{tmp_path / 'in.txt'}:{k}" for k in range(1, 31) if k != 6]

@@ -9,19 +9,23 @@ given, and a re-run with other inputs or settings is refused rather than mixed.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import spacy
 from spacy.language import Language
+from spacy.tokens import Doc
 
 from ..errors import FlatError
 from .batches import BatchResult, annotate_batch, output_line, scores_key_of
 from .records import ReadReport, Record, RecordFormat, input_files, read_records
 from .shards import OUTPUT_FORMATS, check_manifest, chunks, shard_path, write_shard, write_summary
+
+logger = logging.getLogger("spacy.flat")
 
 
 @dataclass(frozen=True)
@@ -104,19 +108,15 @@ def annotate(
 def _annotate_shard(nlp: Language, shard: List[Record], settings: AnnotateSettings, key: Optional[str]) -> BatchResult:
     """One shard, batch by batch as the Ray engine cuts it (each file's records in the
     shard cut into batches from their first, since Ray reads each file in its own
-    task); with `n_process` > 1, spaCy's processes take the whole shard and a failure
-    redoes it here."""
+    task); with `n_process` > 1, in spaCy's processes."""
     if settings.n_process > 1:
         try:
-            pairs = ((r.text, r) for r in shard)
-            docs = nlp.pipe(pairs, as_tuples=True, batch_size=settings.batch_size, n_process=settings.n_process)
-            result = BatchResult()
-            for doc, record in docs:
-                result.lines.append(output_line(doc, record, key, settings.keep_text))
-                result.chars += len(record.text)
-            return result
-        except Exception:
-            pass
+            return _annotate_in_processes(nlp, shard, settings, key)
+        except Exception as err:
+            # Processes that cannot start (a pipeline that does not pickle, say): the shard is done here.
+            logger.warning(
+                "annotating a shard with %d processes failed (%s); redoing it batch by batch", settings.n_process, err
+            )
     result = BatchResult()
     batches = (b for _, part in groupby(shard, key=lambda r: r.source) for b in chunks(part, settings.batch_size))
     for batch in batches:
@@ -125,6 +125,52 @@ def _annotate_shard(nlp: Language, shard: List[Record], settings: AnnotateSettin
         result.skipped.extend(done.skipped)
         result.chars += done.chars
     return result
+
+
+def _annotate_in_processes(
+    nlp: Language, shard: List[Record], settings: AnnotateSettings, key: Optional[str]
+) -> BatchResult:
+    """The shard in spaCy's processes; the records they return no doc for (a component
+    failed on their batch) are then done here one by one, where each failure is named.
+
+    The errors stay in the workers, whose error handler drops the failed batch: an error
+    that reaches the parent makes spaCy stop its workers, and a forked worker blocked on
+    sending a large batch then never exits (the other workers hold the pipe open).
+    """
+    lines: Dict[int, str] = {}
+    result = BatchResult()
+    previous = _set_error_handlers(nlp, {name: _drop_failed_docs for name in ["", *nlp.pipe_names]})
+    try:
+        pairs = ((record.text, k) for k, record in enumerate(shard))
+        for doc, k in nlp.pipe(pairs, as_tuples=True, batch_size=settings.batch_size, n_process=settings.n_process):
+            lines[k] = output_line(doc, shard[k], key, settings.keep_text)
+            result.chars += len(shard[k].text)
+    finally:
+        _set_error_handlers(nlp, previous)
+    for k, record in enumerate(shard):
+        if k not in lines:
+            done = annotate_batch(nlp, [record], key, settings.keep_text)
+            result.skipped.extend(done.skipped)
+            result.chars += done.chars
+            if done.lines:
+                lines[k] = done.lines[0]
+    result.lines = [lines[k] for k in sorted(lines)]
+    return result
+
+
+def _drop_failed_docs(name: str, component: Any, docs: List[Doc], error: Exception) -> None:
+    """A spaCy error handler that drops the docs a component failed on, to be redone and reported."""
+
+
+def _set_error_handlers(nlp: Language, handlers: Dict[str, Callable[..., Any]]) -> Dict[str, Callable[..., Any]]:
+    """Set the pipeline's ("") and its components' error handlers. RETURNS: Those they replace."""
+    previous: Dict[str, Callable[..., Any]] = {"": nlp.default_error_handler}
+    nlp.default_error_handler = handlers[""]
+    for name, component in nlp.pipeline:
+        if name in handlers and hasattr(component, "get_error_handler") and hasattr(component, "set_error_handler"):
+            previous[name] = component.get_error_handler()
+            component.set_error_handler(handlers[name])
+    return previous
 
 
 class _NoBar:
