@@ -362,3 +362,26 @@ def test_provenance_names_one_run_once():
     assert lines[1].endswith("; `a-1`, `a-2`, `a-3`). Teachers trained beforehand.")
     assert lines[2].endswith("; `b-1`).") and "2026-01-02" in lines[2]
     assert len(lines) == 3
+
+
+def test_students_keep_their_teachers_targets_in_one_store_per_kind(tmp_path):
+    """The soft and silver students share the marginals' file, top-K students have their own (a store
+    refuses targets of other settings), the gold student none; without a folder, none at all."""
+    import distillation
+    from thinc.api import Config
+
+    from spacy_flat.distillation.settings import DistillationSettings
+
+    base = Path(__file__).resolve().parents[1] / "configs" / "weibo_dcsan.cfg"
+    settings = DistillationSettings(["teacher"], top_k=2)
+    silver = tmp_path / "silver.spacy"
+
+    def store(variant, stores):
+        path = distillation.student_config(base, variant, settings, silver, 1.0, tmp_path / "configs", stores)
+        return Config().from_disk(path, interpolate=False).get("flat_distillation", {}).get("target_store")
+
+    stores = tmp_path / "targets"
+    assert store("gold", stores) is None
+    assert store("soft", stores) == store("silver", stores) == str(stores / "marginals.sqlite")
+    assert store("topk", stores) == str(stores / "top2.sqlite")
+    assert store("soft", None) is None
