@@ -283,13 +283,16 @@ def test_distill_command_trains_a_student_from_its_teacher_and_resumes(teachers,
     assert (tmp_path / "student" / "model-last" / "meta.json").exists()
     store = tmp_path / "student" / "teacher-targets.sqlite"
     kept = len(TargetStore(store, store_source(DistillationSettings([str(teacher)]))))
-    assert kept > 0 and f"kept in {store} (0 segments there)" in capfd.readouterr().out
+    out = capfd.readouterr().out
+    assert kept > 0 and f"kept in {store} (0 segments there)" in out
+    assert f"Soft targets of {kept:,} segments: {kept:,} computed by the teachers, 0 read from the store" in out
     # Run again with more steps: it goes on from its checkpoint, the teacher set again, its targets
     # read from the store (the same sentences: nothing new is computed).
     assert main([*args, *cli_args(overrides(data, 16))]) == 0
     out = capfd.readouterr().out
     assert out.count(f"Teachers: {teacher} (soft weight 0.7") == 1 and "Resuming from" in out
     assert f"kept in {store} ({kept:,} segments there)" in out
+    assert f"Soft targets of {kept:,} segments: 0 computed by the teachers, {kept:,} read from the store" in out
     assert len(TargetStore(store, store_source(DistillationSettings([str(teacher)])))) == kept
     # '' keeps the targets in memory.
     assert main([*args[:3], str(tmp_path / "memory"), *args[4:], "--target-store", "", *values]) == 0

@@ -3,7 +3,7 @@ stopped run goes on from, and the same for a student that learns from teachers."
 
 import argparse
 from pathlib import Path
-from typing import Any, Dict, Sequence
+from typing import Any, Dict, List, Sequence
 
 from ..errors import FlatError
 
@@ -99,12 +99,14 @@ def run_distill(args: argparse.Namespace, extra: Sequence[str]) -> None:
     config_path = student_config(args)
     config = load_config(config_path, overrides=overrides, interpolate=True)
     settings = DistillationSettings.from_config(dict(config["flat_distillation"]), str(args.config))
+    caches: List[Any] = []
 
     def prepare(nlp: Any) -> None:
         try:
             cache = attach_teachers(nlp, settings)
         except ValueError as err:
             raise FlatError(f"{args.config}: {err}") from None
+        caches.append(cache)
         names = ", ".join(settings.teachers)
         print(f"ℹ Teachers: {names} (soft weight {settings.soft_weight}, temperature {settings.temperature})")
         kept = "in memory"
@@ -114,6 +116,12 @@ def run_distill(args: argparse.Namespace, extra: Sequence[str]) -> None:
 
     checkpoints = CheckpointSettings(steps=args.checkpoint_steps, minutes=args.checkpoint_minutes, keep=args.keep)
     train(config_path, args.output, overrides=overrides, use_gpu=args.gpu_id, settings=checkpoints, prepare=prepare)
+    for cache in caches:
+        # What the teachers cost this run: a resumed run should read what an earlier one computed.
+        print(
+            f"ℹ Soft targets of {cache.computed + cache.loaded:,} segments: {cache.computed:,} computed by the "
+            f"teachers, {cache.loaded:,} read from the store; {cache.reused:,} more uses served from memory"
+        )
 
 
 def student_config(args: argparse.Namespace) -> Path:
