@@ -68,9 +68,11 @@ setup(
             "spacy-flat.word2vec_bigram_vectors.v1 = spacy_flat.lattice.loaders:create_word2vec_bigram_vectors",
             "spacy-flat.word_counts.v1 = spacy_flat.lattice.loaders:create_word_counts",
         ],
+        "thinc_optimizers": ["spacy-flat.SGD_momentum.v1 = spacy_flat.training.optimizers:make_momentum_sgd"],
         "thinc_schedules": [
             "spacy-flat.warmup_linear.v1 = spacy_flat.training.schedules:warmup_linear_from_first_step",
             "spacy-flat.epoch_decay.v1 = spacy_flat.training.schedules:epoch_decay",
+            "spacy-flat.inverse_epoch_decay.v1 = spacy_flat.training.schedules:inverse_epoch_decay",
         ],
         "spacy_batchers": ["spacy-flat.batch_by_length.v1 = spacy_flat.training.batchers:configure_batch_by_length"],
         "spacy_readers": ["spacy-flat.gold_and_silver.v1 = spacy_flat.distillation.corpus:create_gold_and_silver"],

@@ -230,9 +230,10 @@ def run(
         )
         result["test_f_free"] = 100 * free["ents_f"]
     if resumable:
-        # Batches an epoch: from a warm-up schedule's length, or an epoch_decay block's own count.
+        # Batches an epoch: from a warm-up schedule's length, or an epoch schedule's own count.
         block = overrides.get(RATE)
         per_epoch = overrides.get(f"{RATE}.total_steps", 0) / max(1, epochs)
+        per_epoch = per_epoch or overrides.get(f"{RATE}.steps_per_epoch", 0)
         per_epoch = per_epoch or (block.get("steps_per_epoch", 0) if isinstance(block, dict) else 0)
         curve = dev_curve(out, per_epoch)
         result["train_s"] = curve["seconds"]  # over every process of the run
@@ -288,7 +289,9 @@ def seeds_figures(results: List[dict]) -> dict:
 
 def write_records(args: argparse.Namespace, config: Path, ours: List[dict], peer: List[dict], load: float) -> None:
     """The runs' figures as result records (benchmarks/results.py), one for flat_ner and one for the peer."""
-    name = config.stem.split("_", 1)[1] if "_" in config.stem else "flat"
+    # configs/<dataset>_paper.cfg: FLAT with its paper's recipe (SGD with momentum), a recipe of its own.
+    stem, paper = config.stem.removesuffix("_paper"), config.stem.endswith("_paper")
+    name = stem.split("_", 1)[1] if "_" in stem else "flat"
     arch = slug(name)
     if args.inputs:
         inputs = "+".join(args.inputs) + ("-raw" if args.raw else "")
@@ -305,6 +308,7 @@ def write_records(args: argparse.Namespace, config: Path, ours: List[dict], peer
     if ours:
         seeds = "s" + "".join(str(s) for s in args.seeds)
         title = f"{dataset}, {ARCHITECTURE_NAMES.get(arch, arch)}, {label}, {epochs}"
+        title += ", the paper's recipe (SGD with momentum)" if paper else ""
         title += "".join(f", {x}" for x in [*settings, *extras] if x)
         setup = {
             "architecture": ARCHITECTURE_NAMES.get(arch, arch),
@@ -314,7 +318,10 @@ def write_records(args: argparse.Namespace, config: Path, ours: List[dict], peer
             "kind": "variant" if variant else ("defaults" if inputs == "defaults" else "pretrained"),
             "config": f"configs/{config.name}",
         }
-        rid = slug("accuracy", args.dataset, arch, inputs, f"{args.epochs}ep", seeds, *settings, *extras)
+        recipe = ["paper"] if paper else []
+        if paper:
+            setup["recipe"] = "the paper's: SGD with momentum, batch 10, 1 / (1 + decay x epoch)"
+        rid = slug("accuracy", args.dataset, arch, *recipe, inputs, f"{args.epochs}ep", seeds, *settings, *extras)
         record(rid, "accuracy", title, seeds_figures(ours), seeds=args.seeds, setup=setup, **common)
     if peer:
         peer_seeds = args.peer_seeds or args.seeds

@@ -19,7 +19,8 @@ from .pipeline.factory import make_flat_ner
 from .pipeline.scorer import make_char_ner_scorer
 from .settings import FlatSettings
 from .training.batchers import configure_batch_by_length
-from .training.schedules import epoch_decay, warmup_linear_from_first_step
+from .training.optimizers import make_momentum_sgd
+from .training.schedules import epoch_decay, inverse_epoch_decay, warmup_linear_from_first_step
 
 
 def _single_threaded_torch_in_child() -> None:
@@ -45,7 +46,9 @@ __all__ = [
     "create_word2vec_lexicon",
     "create_word_list_lexicon",
     "epoch_decay",
+    "inverse_epoch_decay",
     "make_char_ner_scorer",
     "make_flat_ner",
+    "make_momentum_sgd",
     "warmup_linear_from_first_step",
 ]

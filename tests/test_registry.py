@@ -17,6 +17,7 @@ GROUPS = {
     "spacy_scorers": registry.scorers,
     "spacy_batchers": registry.batchers,
     "thinc_schedules": registry.schedules,
+    "thinc_optimizers": registry.optimizers,
 }
 
 

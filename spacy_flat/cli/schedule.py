@@ -7,7 +7,8 @@ so the count depends on sentence lengths: 362 batches make an epoch of Resume,
 216 one of Weibo. A schedule that ends early trains its last epochs at a zero
 rate; one that ends late never decays. This module counts the batches the way
 `spacy train` makes them, for the configs' `warmup_linear.v1` (warm-up and decay
-in steps) and for `epoch_decay.v1` (the Lattice LSTM paper's decay per epoch).
+in steps) and for the schedules counted in epochs: `epoch_decay.v1` (the Lattice LSTM
+paper's decay per epoch) and `inverse_epoch_decay.v1` (FLAT's).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ PER_EPOCH = "training.optimizer.learn_rate.steps_per_epoch"
 EVAL = "training.eval_frequency"
 MAX_STEPS = "training.max_steps"
 MAX_EPOCHS = "training.max_epochs"
+# Schedules that hold a rate per epoch and need the epoch's length in steps.
+EPOCH_SCHEDULES = ("spacy-flat.epoch_decay.v1", "spacy-flat.inverse_epoch_decay.v1")
 
 
 def _config(config: Union[Path, Config]) -> Config:
@@ -66,7 +69,7 @@ def epoch_schedule(steps_per_epoch: int, epochs: int, eval_frequency: int, warmu
     """Overrides for a `warmup_linear.v1` schedule of `epochs` epochs: warm-up for
     one epoch (at most a tenth of the run, as Table 6's 1-10 epochs of 100), linear
     decay to zero at the last step, and at least one evaluation per epoch. For an
-    `epoch_decay.v1` schedule (`warmup` False), its epoch's length in steps and the
+    `epoch_decay.v1` or `inverse_epoch_decay.v1` schedule (`warmup` False), its epoch's length in steps and the
     same run length and evaluations.
 
     The run is counted in steps, not epochs: `spacy train` evaluates at steps 0,
@@ -80,7 +83,7 @@ def epoch_schedule(steps_per_epoch: int, epochs: int, eval_frequency: int, warmu
     epochs (int): Epochs in the run.
     eval_frequency (int): The config's evaluation interval, capped at an epoch
         and lowered, if need be, to divide the run's steps.
-    warmup (bool): True for a `warmup_linear.v1` schedule, False for `epoch_decay.v1`.
+    warmup (bool): True for a `warmup_linear.v1` schedule, False for one counted in epochs.
     RETURNS (Dict[str, int]): Dotted config keys and their values.
     """
     if steps_per_epoch < 1 or epochs < 1:
@@ -97,7 +100,7 @@ def schedule_for(config: Union[Path, Config], train: Path, epochs: int = 0) -> D
     """The schedule overrides for training `config` on `train`.
 
     config (Union[Path, Config]): A training config with a `warmup_linear.v1` or
-        an `epoch_decay.v1` rate.
+        an epoch-counted (`epoch_decay.v1`, `inverse_epoch_decay.v1`) rate.
     train (Path): The training DocBin.
     epochs (int): Epochs in the run; 0 for the config's `max_epochs`.
     RETURNS (Dict[str, int]): Dotted config keys and their values.
@@ -106,11 +109,12 @@ def schedule_for(config: Union[Path, Config], train: Path, epochs: int = 0) -> D
     rate = cfg["training"]["optimizer"].get("learn_rate")
     rate = rate if isinstance(rate, dict) else {}
     warmup = "warmup_steps" in rate and "total_steps" in rate
-    if not warmup and not ("steps_per_epoch" in rate or rate.get("@schedules") == "spacy-flat.epoch_decay.v1"):
+    if not warmup and not ("steps_per_epoch" in rate or rate.get("@schedules") in EPOCH_SCHEDULES):
         name = config if isinstance(config, Path) else "the config"
         raise FlatError(
             f"{name}: [training.optimizer.learn_rate] is neither a warm-up schedule with warmup_steps and "
-            "total_steps (such as warmup_linear.v1) nor one with steps_per_epoch (epoch_decay.v1), so there "
+            "total_steps (such as warmup_linear.v1) nor one with steps_per_epoch (epoch_decay.v1, "
+            "inverse_epoch_decay.v1), so there "
             "is no step count to set"
         )
     epochs = epochs or int(cfg["training"]["max_epochs"])

@@ -41,3 +41,35 @@ def epoch_decay(initial_rate: float, decay: float, steps_per_epoch: int) -> Iter
     while True:
         yield initial_rate * (1.0 - decay) ** (step // steps_per_epoch)
         step += 1
+
+
+@registry.schedules("spacy-flat.inverse_epoch_decay.v1")
+def inverse_epoch_decay(
+    initial_rate: float, decay: float, steps_per_epoch: int, warmup_epochs: float = 0.0
+) -> Iterator[float]:
+    """FLAT's schedule (Li et al. 2020, Table 5: decay 0.05; its released code's
+    `LambdaLR(lambda epoch: 1 / (1 + 0.05 * epoch))`): the rate of epoch e is
+    initial_rate / (1 + decay * e), held for the epoch's `steps_per_epoch` steps, after
+    a warm-up that scales the rate linearly from its first step to the full rate over
+    `warmup_epochs` epochs (the released code's `WarmupCallback`, schedule "constant").
+    thinc's `decaying.v1` divides by (1 + decay * t) at every step t instead.
+
+    The released code sets the rate at every update from the initial rate and the
+    warm-up factor, which overrides its per-epoch decay: `decay = 0` is what it trains with.
+
+    initial_rate (float): The rate of the first epoch after the warm-up.
+    decay (float): The per-epoch decay (the paper's 0.05).
+    steps_per_epoch (int): Batches in one epoch (`python -m spacy_flat schedule` counts them).
+    warmup_epochs (float): Epochs of linear warm-up; 0 for none.
+    """
+    if steps_per_epoch < 1 or decay < 0.0 or warmup_epochs < 0.0:
+        raise ValueError(
+            "inverse_epoch_decay needs steps_per_epoch >= 1, decay >= 0 and warmup_epochs >= 0 "
+            f"(got {steps_per_epoch}, {decay}, {warmup_epochs})"
+        )
+    warmup_steps = warmup_epochs * steps_per_epoch
+    step = 0
+    while True:
+        warm = min(1.0, (step + 1) / warmup_steps) if warmup_steps > 0 else 1.0
+        yield warm * initial_rate / (1.0 + decay * (step // steps_per_epoch))
+        step += 1
