@@ -17,6 +17,7 @@ from ..nn.posteriors import soft_target_loss
 from ..nn.top_paths import crf_k_best, top_paths_loss
 from ..types import TopPaths
 from .arrays import host_emissions, xp_to_torch
+from .device_decoder import HostRuns, decode_on_device
 
 # A loss's input: the emissions of the rows that have targets, their mask, and their row numbers.
 CrfInput = Tuple[torch.Tensor, torch.Tensor, List[int]]
@@ -239,6 +240,19 @@ class TorchTagger:
         """Viterbi tag ids of every row at once, (rows, width) int32, each row's valid
         to its length: one recursion over the batch on the host, no bucket tensors."""
         return self._crf.best_paths(host_emissions(scores, forbidden), numpy.asarray(lengths, dtype="int64"))
+
+    def device_runs(
+        self,
+        scores: Floats3d,
+        lengths: Sequence[int],
+        forbidden: Optional[numpy.ndarray],
+        labels: Tuple[str, ...],
+        temperature: float = 1.0,
+        probabilities: bool = True,
+    ) -> Optional[HostRuns]:
+        """Viterbi, the entity runs and their probabilities on the model's device, copied back once
+        (`device_decoder.decode_on_device`); None when a row must be decoded on the host."""
+        return decode_on_device(self._crf, scores, lengths, forbidden, labels, temperature, probabilities)
 
     def span_probabilities(
         self,

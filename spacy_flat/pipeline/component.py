@@ -33,6 +33,9 @@ from .teaching import Teaching
 
 logger = logging.getLogger("spacy.flat")
 
+# Where decoding runs: "auto" picks torch on the model's device off the CPU, NumPy on it.
+DECODING_MODES = ("auto", "numpy", "torch")
+
 
 class FlatNER(SavedWithResources, LearnsFromExamples, TrainablePipe):
     """Chinese NER with the Flat-Lattice Transformer (Li et al., 2020)."""
@@ -49,10 +52,13 @@ class FlatNER(SavedWithResources, LearnsFromExamples, TrainablePipe):
         constrain_boundaries: bool = True,
         scores_key: Optional[str] = "flat_ner",
         threshold: float = 0.0,
+        decoding: str = "auto",
         scorer: Optional[Callable] = None,
     ) -> None:
         if alignment_mode not in ALIGNMENT_MODES:
             raise ValueError(f"alignment_mode must be one of {ALIGNMENT_MODES}, got {alignment_mode!r}")
+        if decoding not in DECODING_MODES:
+            raise ValueError(f"decoding must be one of {DECODING_MODES}, got {decoding!r}")
         check_threshold(threshold, scores_key)
         self.vocab = vocab
         self.model = model
@@ -69,6 +75,8 @@ class FlatNER(SavedWithResources, LearnsFromExamples, TrainablePipe):
             # doc.spans key of the entities' probabilities (None: not computed), and the least kept.
             "scores_key": scores_key,
             "threshold": threshold,
+            # Where Viterbi and the probabilities run: "auto" (the model's device if not a CPU), "numpy", "torch".
+            "decoding": decoding,
             # Divides the CRF's potentials for the probabilities; fitted on dev by `calibrate`.
             "temperature": 1.0,
             # What the training entities allow (BoundaryRules), set at initialization.
@@ -225,10 +233,29 @@ class FlatNER(SavedWithResources, LearnsFromExamples, TrainablePipe):
             per doc; (start_char, end_char, label) when `scores_key` is None.
         """
         self._require_initialized()
-        decoded = decode_docs(list(docs), self.segmenter, self.model, self.boundary_rules, self.tagger, self.tag_set)
-        if self.cfg.get("scores_key") is None:
+        scored = self.cfg.get("scores_key") is not None
+        temperature = self.cfg.get("temperature", 1.0)
+        decoded = decode_docs(
+            list(docs),
+            self.segmenter,
+            self.model,
+            self.boundary_rules,
+            self.tagger,
+            self.tag_set,
+            on_device=self.decodes_on_device,
+            temperature=temperature,
+            probabilities=scored,
+        )
+        if not scored:
             return decoded.spans()
-        return decoded.scored(self.cfg.get("temperature", 1.0), self.cfg["threshold"])
+        return decoded.scored(temperature, self.cfg["threshold"])
+
+    @property
+    def decodes_on_device(self) -> bool:
+        """RETURNS (bool): Whether prediction decodes in torch on the model's device (`decoding`:
+        "torch", or "auto" with the model off the CPU, where the NumPy recursions are faster)."""
+        mode = self.cfg.get("decoding", "auto")
+        return mode == "torch" or (mode == "auto" and self.tagger.device.type != "cpu")
 
     def set_annotations(self, docs: Iterable[Doc], spans: List[List[Any]]) -> None:
         """Write `doc.ents` from character spans, snapping to tokens by `alignment_mode`,

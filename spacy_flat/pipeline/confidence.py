@@ -22,6 +22,7 @@ from ..decoding.tags import TagSet
 from ..lattice.windows import Segmenter, Window
 from ..layers import TorchTagger
 from ..layers.arrays import host_emissions
+from ..layers.device_decoder import HostRuns
 from ..types import CharSpan, ScoredSpan
 
 
@@ -32,6 +33,8 @@ class Decoded:
 
     scores: The emissions on the host, forbidden tags already masked (`forbidden` None).
     paths: (segments, width) Viterbi tag ids, each row's valid to its length.
+    device_runs: Decoded on the model's device instead: the entity runs and their
+        probabilities at `temperature` (None if not computed); `scores` and `paths` are None.
     """
 
     segmenter: Segmenter
@@ -42,9 +45,13 @@ class Decoded:
     lengths: List[int]
     forbidden: Optional[numpy.ndarray]
     paths: Optional[numpy.ndarray]
+    device_runs: Optional[HostRuns] = None
+    temperature: float = 1.0
 
     def spans(self) -> List[List[CharSpan]]:
         """RETURNS (List[List[CharSpan]]): Each doc's entities, doc offsets."""
+        if self.device_runs is not None:
+            return self.segmenter.merge(self.plans, self._by_segment(self.device_runs[0]))
         if self.paths is None:
             return [[] for _ in self.plans]
         runs = tag_runs(self.tag_set.labels).runs(self.paths, self.lengths)
@@ -55,11 +62,20 @@ class Decoded:
 
         temperature (float): Divides every CRF potential (calibration; 1.0: as trained).
         """
-        if self.scores is None or self.paths is None:
+        if self.device_runs is not None:
+            (row, first, end, label), probs = self.device_runs
+            if probs is None or temperature != self.temperature:
+                raise ValueError(
+                    f"these docs were decoded on the device with probabilities at temperature {self.temperature} "
+                    f"({'none' if probs is None else 'some'} computed), not at {temperature}: decode them on "
+                    "the host (decode_docs(..., on_device=False)) to score them at several temperatures"
+                )
+        elif self.scores is None or self.paths is None:
             return [[] for _ in self.plans]
-        row, first, end, label = tag_runs(self.tag_set.labels).runs(self.paths, self.lengths)
-        runs = (row, first, end, self.paths)
-        probs = self.tagger.span_probabilities(self.scores, self.lengths, self.forbidden, runs, temperature)
+        else:
+            row, first, end, label = tag_runs(self.tag_set.labels).runs(self.paths, self.lengths)
+            runs = (row, first, end, self.paths)
+            probs = self.tagger.span_probabilities(self.scores, self.lengths, self.forbidden, runs, temperature)
         kept = probs >= threshold
         kept_runs = (row[kept], first[kept], end[kept], label[kept])
         return self.segmenter.merge(self.plans, self._by_segment(kept_runs, probs[kept]))
@@ -85,14 +101,27 @@ def decode_docs(
     rules: Optional[BoundaryRules],
     tagger: TorchTagger,
     tag_set: TagSet,
+    *,
+    on_device: bool = False,
+    temperature: float = 1.0,
+    probabilities: bool = True,
 ) -> Decoded:
-    """Cut `docs` into segments, score them with `model` and decode them under `rules`."""
+    """Cut `docs` into segments, score them with `model` and decode them under `rules`.
+
+    on_device (bool): Decode on the model's device (`TorchTagger.device_runs`), the entities'
+        probabilities at `temperature` only (with `probabilities`); False: on the host, where
+        `Decoded.scored` can score them at any temperature.
+    """
     segments, plans = segmenter.segments(list(docs))
     lengths = [len(segment) for segment in segments]
     if not any(lengths):
         return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, None)
     scores = model.predict(segments)
     forbidden = None if rules is None else rules.forbidden([s.text for s in segments], tag_set, scores.shape[1])
+    if on_device:
+        found = tagger.device_runs(scores, lengths, forbidden, tag_set.labels, temperature, probabilities)
+        if found is not None:
+            return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, None, found, temperature)
     # Masked once on the host, for Viterbi and the probabilities alike.
     emissions = cast(Floats3d, host_emissions(scores, forbidden))
     paths = tagger.best_paths(emissions, lengths)

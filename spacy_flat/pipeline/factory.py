@@ -22,6 +22,7 @@ from .component import FlatNER
         "constrain_boundaries": True,
         "scores_key": "flat_ner",
         "threshold": 0.0,
+        "decoding": "auto",
         "scorer": {"@scorers": "spacy-flat.char_ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -36,6 +37,7 @@ def make_flat_ner(
     constrain_boundaries: bool,
     scores_key: Optional[str],
     threshold: float,
+    decoding: str,
     scorer: Optional[Callable],
 ) -> FlatNER:
     """Create a FLAT named-entity recognizer.
@@ -54,6 +56,9 @@ def make_flat_ner(
         with `doc.ents`; None computes none.
     threshold (float): Keep only entities with at least this probability (0: all);
         trades recall for precision without retraining. Needs `scores_key`.
+    decoding (str): Where Viterbi, the entity runs and their probabilities are computed:
+        "torch" on the model's device (batched, one copy of the entities per batch), "numpy"
+        on the host, "auto" torch on a GPU and NumPy on a CPU, where it is faster.
     scorer (Optional[Callable]): The scoring method.
     """
     return FlatNER(
@@ -66,5 +71,6 @@ def make_flat_ner(
         constrain_boundaries=constrain_boundaries,
         scores_key=scores_key,
         threshold=threshold,
+        decoding=decoding,
         scorer=scorer,
     )
