@@ -18,7 +18,7 @@ from thinc.types import Floats3d
 
 from ..decoding.tag_runs import Runs, tag_runs
 from ..nn.crf import FORBIDDEN, ConstrainedCRF
-from ..nn.device_decoding import entity_runs, masked, run_probabilities, viterbi
+from ..nn.device_decoding import entity_runs, expected_sync, masked, run_probabilities, viterbi
 from .arrays import xp_to_torch
 
 # The runs of a batch on the host, and their probabilities (None when not asked for).
@@ -101,5 +101,7 @@ def _from_int64(values: numpy.ndarray, dtype: torch.dtype) -> numpy.ndarray:
 def _one_copy(parts: List[torch.Tensor]) -> List[numpy.ndarray]:
     """The int64 tensors `parts` on the host, by one copy of their concatenation."""
     sizes = [len(part) for part in parts]
-    joined = torch.cat(parts).to("cpu", copy=True).numpy()
-    return numpy.split(joined, numpy.cumsum(sizes)[:-1])
+    joined = torch.cat(parts)
+    with expected_sync(joined.device):
+        joined = joined.to("cpu", copy=True)
+    return numpy.split(joined.numpy(), numpy.cumsum(sizes)[:-1])
