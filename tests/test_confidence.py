@@ -146,3 +146,40 @@ def test_emission_gaps_beyond_float64_fall_back_to_log_space():
     assert found[0][0] > found[0][1]
     assert found[0] == pytest.approx([brute_force(crf, emissions[:1], s, r) for s, r in runs[0]], rel=1e-6)
     assert found[1] == pytest.approx([brute_force(crf, emissions[1:], s, r) for s, r in runs[1]], rel=1e-6)
+
+
+def test_decoded_spans_carry_each_docs_text_and_write_the_same_entities(nlp, monkeypatch):
+    """`predict` hands `set_annotations` each doc's text with its spans (`DocSpans`), rebuilt from
+    its windows' own parts, so writing the entities never reads `doc.text` again; written from
+    plain lists (reading `doc.text`), the entities are the same."""
+    import spacy_flat.pipeline.confidence as confidence
+    from spacy_flat.pipeline.confidence import DocSpans
+
+    ner = nlp.get_pipe("flat_ner")
+    texts = ["张伟毕业于北京大学。" * 9, "", "  李娜 在 上海 。", "王芳去了南京"]
+    given = []
+    place = confidence.place_char_entities
+
+    def spy(doc, spans, mode, report, text=None):  # type: ignore[no-untyped-def]
+        given.append(text)
+        return place(doc, spans, mode, report, text)
+
+    monkeypatch.setattr(confidence, "place_char_entities", spy)
+    saved = dict(ner.cfg)
+    ner.cfg.update(window_size=24, window_overlap=4)
+    try:
+        docs = [nlp.make_doc(text) for text in texts]
+        spans = ner.predict(docs)
+        assert [s.text for s in spans] == texts and all(isinstance(s, DocSpans) for s in spans)
+        ner.set_annotations(docs, spans)
+        assert given == texts  # the texts decoding read, not None
+        plain = [nlp.make_doc(text) for text in texts]
+        ner.set_annotations(plain, [list(s) for s in spans])
+        assert given[len(texts) :] == [None] * len(texts)
+    finally:
+        ner.cfg.clear()
+        ner.cfg.update(saved)
+    assert any(doc.ents for doc in docs)
+    assert [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in docs] == [
+        [(e.start_char, e.end_char, e.label_) for e in d.ents] for d in plain
+    ]

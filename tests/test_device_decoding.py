@@ -207,3 +207,28 @@ def test_decoding_a_batch_asks_the_device_at_most_twice(family, batch: int):
     assert found is not None and len(found[0][0]) > 0
     assert len(counter.seen) <= 2, counter.seen
     assert "nonzero" in " ".join(counter.seen)  # the counter sees what it counts
+
+
+def test_calibration_keeps_its_emissions_on_the_host(family, tmp_path):
+    """`calibrate` scores one decoding at many temperatures: it keeps host emissions, never the
+    device path's runs, whatever the pipeline's `decoding` (on a GPU: no device memory held)."""
+    import io
+
+    import numpy
+
+    from spacy_flat.cli.calibrate import Scored
+    from spacy_flat.cli.convert import convert
+
+    from .conftest import TINY
+
+    convert(TINY, tmp_path / "dev.spacy", log=io.StringIO())
+    nlp = family["flat"]
+    ner = nlp.get_pipe("flat_ner")
+    ner.cfg["decoding"] = "torch"
+    try:
+        scored = Scored(nlp, ner, tmp_path / "dev.spacy", batch_size=4)
+    finally:
+        ner.cfg["decoding"] = "auto"
+    assert len(scored.batches) > 1
+    assert all(b.device_runs is None and isinstance(b.scores, numpy.ndarray) for b in scored.batches)
+    assert scored.outcomes(0.5) and scored.outcomes(2.0)

@@ -8,7 +8,7 @@ on by default (`scores_key`), at the cost of one forward-backward pass.
 """
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, cast
+from typing import Any, Dict, Iterable, List, Optional, Sequence, cast
 
 import numpy
 from spacy.tokens import Doc, Span, SpanGroup
@@ -19,11 +19,36 @@ from ..decoding.boundaries import BoundaryRules
 from ..decoding.entities import place_char_entities
 from ..decoding.tag_runs import Runs, tag_runs
 from ..decoding.tags import TagSet
-from ..lattice.windows import Segmenter, Window
+from ..lattice.windows import Segment, Segmenter, Window
 from ..layers import TorchTagger
 from ..layers.arrays import host_emissions
 from ..layers.device_decoder import HostRuns
 from ..types import CharSpan, ScoredSpan
+
+
+class DocSpans(list):
+    """One doc's spans, and the doc's text as decoding read it.
+
+    text (str): `doc.text` (which joins every token's text on each access).
+    """
+
+    def __init__(self, spans: Iterable[Any], text: str) -> None:
+        super().__init__(spans)
+        self.text = text
+
+
+def doc_texts(segments: Sequence[Segment], plans: Sequence[Sequence[Window]]) -> List[str]:
+    """RETURNS (List[str]): Each doc's text, from its segments' (their own parts tile it)."""
+    texts: List[str] = []
+    pos = 0
+    for plan in plans:
+        parts = segments[pos : pos + len(plan)]
+        pos += len(plan)
+        if len(plan) == 1:
+            texts.append(parts[0].text)
+        else:
+            texts.append("".join(s.text[w.own_start - w.start : w.own_end - w.start] for s, w in zip(parts, plan)))
+    return texts
 
 
 @dataclass
@@ -47,15 +72,17 @@ class Decoded:
     paths: Optional[numpy.ndarray]
     device_runs: Optional[HostRuns] = None
     temperature: float = 1.0
+    # Each doc's text, as segmenting read it: writing the entities need not read `doc.text` again.
+    texts: Optional[List[str]] = None
 
     def spans(self) -> List[List[CharSpan]]:
         """RETURNS (List[List[CharSpan]]): Each doc's entities, doc offsets."""
         if self.device_runs is not None:
-            return self.segmenter.merge(self.plans, self._by_segment(self.device_runs[0]))
+            return self._with_texts(self.segmenter.merge(self.plans, self._by_segment(self.device_runs[0])))
         if self.paths is None:
-            return [[] for _ in self.plans]
+            return self._with_texts([[] for _ in self.plans])
         runs = tag_runs(self.tag_set.labels).runs(self.paths, self.lengths)
-        return self.segmenter.merge(self.plans, self._by_segment(runs))
+        return self._with_texts(self.segmenter.merge(self.plans, self._by_segment(runs)))
 
     def scored(self, temperature: float = 1.0, threshold: float = 0.0) -> List[List[ScoredSpan]]:
         """Each doc's entities with their probabilities, those below `threshold` left out.
@@ -71,14 +98,20 @@ class Decoded:
                     "the host (decode_docs(..., on_device=False)) to score them at several temperatures"
                 )
         elif self.scores is None or self.paths is None:
-            return [[] for _ in self.plans]
+            return self._with_texts([[] for _ in self.plans])
         else:
             row, first, end, label = tag_runs(self.tag_set.labels).runs(self.paths, self.lengths)
             runs = (row, first, end, self.paths)
             probs = self.tagger.span_probabilities(self.scores, self.lengths, self.forbidden, runs, temperature)
         kept = probs >= threshold
         kept_runs = (row[kept], first[kept], end[kept], label[kept])
-        return self.segmenter.merge(self.plans, self._by_segment(kept_runs, probs[kept]))
+        return self._with_texts(self.segmenter.merge(self.plans, self._by_segment(kept_runs, probs[kept])))
+
+    def _with_texts(self, spans: List[List[Any]]) -> List[Any]:
+        """Each doc's spans as a `DocSpans` that carries its text (plain lists without texts)."""
+        if self.texts is None:
+            return spans
+        return [DocSpans(doc_spans, text) for doc_spans, text in zip(spans, self.texts)]
 
     def _by_segment(self, runs: Runs, probs: Optional[numpy.ndarray] = None) -> List[List[Any]]:
         """Each segment's spans (start, end, label[, probability]) from runs as arrays."""
@@ -114,18 +147,19 @@ def decode_docs(
     """
     segments, plans = segmenter.segments(list(docs))
     lengths = [len(segment) for segment in segments]
+    texts = doc_texts(segments, plans)
     if not any(lengths):
-        return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, None)
+        return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, None, texts=texts)
     scores = model.predict(segments)
     forbidden = None if rules is None else rules.forbidden([s.text for s in segments], tag_set, scores.shape[1])
     if on_device:
         found = tagger.device_runs(scores, lengths, forbidden, tag_set.labels, temperature, probabilities)
         if found is not None:
-            return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, None, found, temperature)
+            return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, None, found, temperature, texts)
     # Masked once on the host, for Viterbi and the probabilities alike.
     emissions = cast(Floats3d, host_emissions(scores, forbidden))
     paths = tagger.best_paths(emissions, lengths)
-    return Decoded(segmenter, plans, tagger, tag_set, emissions, lengths, None, paths)
+    return Decoded(segmenter, plans, tagger, tag_set, emissions, lengths, None, paths, texts=texts)
 
 
 def above(spans: Sequence[ScoredSpan], threshold: float) -> List[ScoredSpan]:
@@ -149,11 +183,13 @@ def write_entities(
     """Write `doc.ents` from character spans (`set_char_entities`) and, with a
     `scores_key`, the probabilities of those that were kept to `doc.spans`.
 
-    spans (Sequence[Any]): ScoredSpans, or CharSpans when scores are off.
+    spans (Sequence[Any]): ScoredSpans, or CharSpans when scores are off (a `DocSpans`
+        from decoding also gives the doc's text).
     """
     scored = bool(spans) and len(spans[0]) == 4
     plain: List[CharSpan] = [(s[0], s[1], s[2]) for s in spans]
-    ents, kept = place_char_entities(doc, plain, alignment_mode, report)
+    # `DocSpans` from `Decoded` carry the doc's text, which `place_char_entities` would read again.
+    ents, kept = place_char_entities(doc, plain, alignment_mode, report, getattr(spans, "text", None))
     if scores_key is not None:
         set_entity_scores(doc, scores_key, [spans[i][3] for i in kept] if scored else [], ents)
 
