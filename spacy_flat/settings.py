@@ -52,6 +52,9 @@ class FlatSettings:
     coupled_forget (bool): Lattice LSTM: the character cell of Zhang & Yang's released
         code, whose forget gate is one minus its input gate (three gates), in place of
         the paper's eq. 11 with a forget gate of its own (four).
+    int8_inference (bool): Predict on a CPU with the linear layers dynamically quantized
+        to int8 (`nn/quantized.py`): faster, at a small cost in F1; training, and prediction
+        on a GPU, stay float32.
     """
 
     width: int = 160
@@ -79,6 +82,7 @@ class FlatSettings:
     learn_rate_scale: float = 1.0
     encoder: str = "flat"
     coupled_forget: bool = False
+    int8_inference: bool = False
 
     def __post_init__(self) -> None:
         if self.encoder not in ENCODERS:

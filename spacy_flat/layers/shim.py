@@ -43,6 +43,7 @@ import torch
 from thinc.api import ArgsKwargs, Optimizer, PyTorchShim, torch2xp
 from thinc.types import FloatsXd
 
+from ..nn.quantized import int8_copy
 from .arrays import xp_to_torch
 from .row_averages import RowAverages
 
@@ -50,11 +51,16 @@ from .row_averages import RowAverages
 class InPlacePyTorchShim(PyTorchShim):
     """lr_scale (float): This module's learning rate as a multiple of the
     optimizer's, so FLAT can train faster than a transformer it shares the
-    optimizer with (thinc's Optimizer takes a per-call `lr_scale`)."""
+    optimizer with (thinc's Optimizer takes a per-call `lr_scale`).
+    int8_inference (bool): Predict on a CPU with an int8 copy of the module (`nn/quantized.py`).
+    """
 
-    def __init__(self, *args: Any, lr_scale: float = 1.0, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, lr_scale: float = 1.0, int8_inference: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lr_scale = lr_scale
+        self.int8_inference = int8_inference
+        # The int8 copy, and the module and parameter versions it was made from.
+        self._int8: Optional[Tuple[Tuple[int, ...], torch.nn.Module]] = None
         # The tables' parameter averages under row-wise SGD, by parameter name.
         self.row_averages: Dict[str, RowAverages] = {}
         self._params_swapped = False
@@ -64,8 +70,21 @@ class InPlacePyTorchShim(PyTorchShim):
         until the next `begin_update`."""
         if self._model.training:
             self._model.eval()
+        module = self._int8_module() if self.int8_inference else self._model
         with torch.inference_mode(), torch.autocast(device_type="cuda", enabled=self._mixed_precision):
-            return self._model(*inputs.args, **inputs.kwargs)
+            return module(*inputs.args, **inputs.kwargs)
+
+    def _int8_module(self) -> torch.nn.Module:
+        """The int8 copy of the module on a CPU (the module itself elsewhere), made again whenever
+        the weights changed: an update, a load or swapped-in averages all write the parameters in
+        place, which bumps their tensor versions (torch's `_version` counter), or replace the module."""
+        params = list(self._model.parameters())
+        if params[0].device.type != "cpu":
+            return self._model
+        key = (id(self._model), *(p._version for p in params))
+        if self._int8 is None or self._int8[0] != key:
+            self._int8 = (key, int8_copy(self._model))
+        return self._int8[1]
 
     def begin_update(self, inputs: ArgsKwargs) -> Any:
         # Sparse table gradients, except under mixed precision (its gradient scaler reads dense ones).

@@ -30,6 +30,7 @@ def torch_tagger(settings: FlatSettings) -> Model[FlatBatch, Floats3d]:
         serialize_model=_serialize,
         deserialize_model=_deserialize,
         lr_scale=settings.learn_rate_scale,
+        int8_inference=settings.int8_inference,
     )
     return Model(
         "pytorch",

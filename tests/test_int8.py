@@ -1,0 +1,61 @@
+"""Prediction on a CPU with the linear layers in int8 (`int8_inference`, nn/quantized.py): opt-in,
+close to float32, made again after the weights change, never saved."""
+
+import numpy
+import pytest
+import spacy
+import torch
+from thinc.util import fix_random_seed
+
+from .conftest import FAMILY, scores_of, small_lexicon, tiny_examples
+
+TEXT = "张伟毕业于北京大学，现在上海华为公司工作。"
+
+
+def _pipeline(architecture: str, int8: bool) -> spacy.Language:
+    fix_random_seed(0)
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config={"model": {**FAMILY[architecture], "int8_inference": int8}})
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    optimizer = nlp.create_optimizer()
+    for _ in range(10):
+        nlp.update(examples, sgd=optimizer)
+    return nlp
+
+
+def _shim(nlp: spacy.Language):  # type: ignore[no-untyped-def]
+    return next(shim for node in nlp.get_pipe("flat_ner").model.walk() for shim in node.shims)
+
+
+@pytest.mark.parametrize("architecture", ["flat", "dcsan", "lattice_lstm"])
+def test_int8_scores_are_close_to_float32(architecture: str):
+    exact, int8 = _pipeline(architecture, False), _pipeline(architecture, True)
+    want, got = scores_of(exact, TEXT), scores_of(int8, TEXT)
+    assert not numpy.array_equal(want, got)  # the int8 copy did run
+    spread = float(numpy.abs(want).max())
+    assert float(numpy.abs(want - got).max()) < 0.05 * spread
+    copy = _shim(int8)._int8[1]
+    kinds = {type(m).__module__ for m in copy.modules() if "Linear" in type(m).__name__}
+    assert any("quantized" in kind for kind in kinds)
+    if architecture == "flat":  # the position module reads its weights: float32
+        assert isinstance(copy.position.w_r, torch.nn.Linear)
+
+
+def test_the_int8_copy_follows_the_weights_and_is_not_saved(tmp_path):
+    nlp = _pipeline("flat", True)
+    shim = _shim(nlp)
+    before = scores_of(nlp, TEXT)
+    made = shim._int8[1]
+    scores_of(nlp, TEXT)
+    assert shim._int8[1] is made  # unchanged weights: the same copy
+    nlp.update(tiny_examples(nlp), sgd=nlp.create_optimizer())
+    after = scores_of(nlp, TEXT)
+    assert shim._int8[1] is not made and not numpy.array_equal(before, after)
+    nlp.to_disk(tmp_path / "int8")
+    loaded = spacy.load(tmp_path / "int8")
+    assert _shim(loaded).int8_inference
+    numpy.testing.assert_array_equal(scores_of(loaded, TEXT), after)
+    # The weights saved are the float32 module's: switched off, the scores are float32's.
+    exact = spacy.load(tmp_path / "int8", config={"components": {"flat_ner": {"model": {"int8_inference": False}}}})
+    assert not numpy.array_equal(scores_of(exact, TEXT), after)
