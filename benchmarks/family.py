@@ -3,14 +3,23 @@ second one doc at a time and under nlp.pipe, training seconds per epoch, and the
 peak memory of a training step on ten 300-character texts, each architecture
 built from its config under configs/ and spaCy's own `ner` beside them.
 
-Cost does not depend on training, so the models are initialized, not trained.
-Inference rounds interleave every pipeline (`speed.inference`); run it on a quiet
-machine, one thread and two:
+Cost hardly depends on training, so the models are initialized, not trained; what does
+(how many entities are decoded, written and scored) shows beside them with
+--trained-steps: FLAT trained that many updates on Resume's training set, its rows on
+Resume's test set, once for each of --trained-decodings (decoding on the device against
+NumPy on a GPU). Inference rounds interleave every pipeline (`speed.inference`); run it on
+a quiet machine, one thread and two:
 
     OMP_NUM_THREADS=1 python benchmarks/family.py --docs 400 --repeats 3
     python benchmarks/family.py --parts memory
     python benchmarks/family.py --gpu-id 0 --datasets resume   # on a GPU: memory is CUDA memory
     OMP_NUM_THREADS=1 python benchmarks/family.py --architectures FLAT "Lattice LSTM" --datasets resume
+    python benchmarks/family.py --gpu-id 0 --docs 1600 --pool --b1-docs 100 --repeats 5 --large-batch 256 \
+        --parts inference training --trained-steps 300     # the GPU lane's run (benchmarks/device_lane.sh)
+
+--pool repeats a test set in order until it holds --docs docs (Resume's has 477), so that
+a GPU's batches of 256 come several times; --b1-docs times one doc at a time over the
+first N of them only (a rate, comparable; batch 1 on a GPU is slow).
 
 On a GPU every pipeline runs there (spacy.require_gpu) and cupy allocates through
 PyTorch, so a training step's peak memory is torch.cuda.max_memory_allocated for
@@ -18,21 +27,26 @@ all of them, spaCy's `ner` included.
 
 A run of every part over Resume and MSRA also writes the table's result record (benchmarks/results.py):
 speed-cpu-family, or speed-gpu-family with --gpu-id (`family_figures` builds its figures; --results DIR:
-elsewhere). A run of fewer parts or datasets prints its figures and writes no record, since the table needs
-them all.
+elsewhere). On a GPU the memory part is optional (the table leaves its column out without it). A run of
+fewer parts or datasets prints its figures and writes no record, since the table needs them all.
 """
 
 import argparse
+import itertools
 import os
+import random
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, cast
 
 import spacy
 import torch
 from spacy.language import Language
+from spacy.util import fix_random_seed
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import (
@@ -47,7 +61,9 @@ from common import (
     train_split,
 )
 from results import record, results_option
-from speed import TRAIN_SENTENCES, inference, spacy_ner, spread, training_speed
+from speed import TRAIN_SENTENCES, entities, spacy_ner, spread, training_speed
+
+from spacy_flat.pipeline.component import FlatNER
 
 ARCHITECTURES = {
     "FLAT": "{}.cfg",
@@ -65,6 +81,99 @@ def from_config(name: str, dataset: str, overrides: Optional[Dict[str, Any]] = N
     egs = examples(nlp, dataset, train_split(dataset), limit=500)
     nlp.initialize(lambda: egs)
     return nlp
+
+
+def pooled(docs: Sequence[str], n: int) -> List[str]:
+    """The first n of `docs` repeated in order (a test set pooled to n docs)."""
+    return list(itertools.islice(itertools.cycle(docs), n)) if docs else []
+
+
+def trained_flat(dataset: str, steps: int, path: Optional[Path] = None, seed: int = 0) -> Language:
+    """FLAT of configs/<dataset>.cfg trained `steps` updates of 10 training sentences (shuffled
+    with `seed`; Adam at the config's top rate, 1e-3, without its warm-up), its test F1 in
+    nlp.meta["trained"]. With `path`: loaded from there where an earlier run saved it, else
+    saved there (so that a second benchmark of one run times the same model)."""
+    from thinc.api import Adam
+
+    if path is not None and (path / "meta.json").exists():
+        nlp = spacy.load(path)
+        done = nlp.meta.get("trained", {})
+        if done.get("dataset") == dataset and done.get("steps") == steps and done.get("seed") == seed:
+            return nlp
+    start = time.perf_counter()
+    fix_random_seed(seed)
+    nlp = from_config(f"{dataset}.cfg", dataset)
+    train = examples(nlp, dataset, train_split(dataset))
+    random.Random(seed).shuffle(train)
+    optimizer = Adam(0.001, grad_clip=5.0)
+    batches = itertools.cycle(train[i : i + 10] for i in range(0, len(train), 10))
+    for batch in itertools.islice(batches, steps):
+        nlp.update(batch, sgd=optimizer)
+    seconds = time.perf_counter() - start
+    test = examples(nlp, dataset, "test")
+    f1 = nlp.evaluate(test)["ents_f"]
+    nlp.meta["trained"] = {
+        "dataset": dataset,
+        "steps": steps,
+        "batch": 10,
+        "seed": seed,
+        "seconds": round(seconds, 1),
+        "test_f1": round(100 * f1, 2),
+    }
+    print(f"FLAT trained {steps} steps on {dataset} in {seconds:.0f} s (with its set-up): test F1 {100 * f1:.2f}")
+    if path is not None:
+        nlp.to_disk(path)
+    return nlp
+
+
+def trained_rows(
+    dataset: str, steps: int, decodings: Sequence[str], path: Optional[Path] = None
+) -> Dict[str, Language]:
+    """The trained FLAT once for each decoding ("FLAT, trained N steps, decoding MODE"): one
+    training, loaded again from disk for each further decoding (`path`, or a temporary folder)."""
+    path = path or Path(tempfile.mkdtemp(prefix="family-trained-")) / "flat"
+    first = trained_flat(dataset, steps, path)
+    out: Dict[str, Language] = {}
+    for k, mode in enumerate(decodings):
+        nlp = first if k == 0 else spacy.load(path)
+        cast(FlatNER, nlp.get_pipe("flat_ner")).cfg["decoding"] = mode
+        out[f"FLAT, trained {steps} steps, decoding {mode}"] = nlp
+    return out
+
+
+def inference(
+    pipelines: Dict[str, Language],
+    docs: List[str],
+    repeats: int,
+    batch_size: int,
+    large_batch: int = 0,
+    b1_docs: int = 0,
+) -> Dict[str, Dict[str, List[float]]]:
+    """`speed.inference` (characters per second one doc at a time and under nlp.pipe, rounds
+    interleaving every pipeline and mode) with batch 1 timed over the first `b1_docs` docs only
+    (0: all), its entities compared with the batches' for those docs."""
+    single = docs[:b1_docs] if b1_docs else docs
+    chars, single_chars = sum(len(t) for t in docs), sum(len(t) for t in single)
+    sizes = {"batch": batch_size, **({"large": large_batch} if large_batch else {})}
+    out: Dict[str, Dict[str, List[float]]] = {
+        name: {"b1": [], **{mode: [] for mode in sizes}, "same": []} for name in pipelines
+    }
+    for nlp in pipelines.values():  # untimed warm-up: first-call set-up is not a cost
+        for size in sizes.values():
+            list(nlp.pipe(docs[:size], batch_size=size))
+    for _ in range(repeats):
+        for name, nlp in pipelines.items():
+            start = time.perf_counter()
+            one = [nlp(t) for t in single]
+            out[name]["b1"].append(single_chars / (time.perf_counter() - start))
+            same = True
+            for mode, size in sizes.items():
+                start = time.perf_counter()
+                batched = list(nlp.pipe(docs, batch_size=size))
+                out[name][mode].append(chars / (time.perf_counter() - start))
+                same = same and entities(one) == entities(batched[: len(single)])
+            out[name]["same"].append(float(same))
+    return out
 
 
 def use_gpu(gpu_id: int) -> None:
@@ -126,20 +235,24 @@ def family_figures(
     """The figures of speed-cpu-family (gpu: speed-gpu-family), as render.py's family tables read them.
 
     rounds: dataset -> pipeline -> {"b1": [chars/s a round], "batch": [...], ("large": [...])}
-    (`speed.inference`; "large" at `large_batch`, on a GPU only);
+    (`inference`; "large" at `large_batch`, on a GPU only);
     rates: dataset -> pipeline -> training sentences/s; memory: pipeline -> a training step's peak MB.
     On a CPU one row a pipeline (both datasets in its cells, the ratio to spaCy ner at one digit); on a
-    GPU one row a dataset and pipeline (the ratio at two digits, the step's memory on Resume's rows).
+    GPU one row a dataset and pipeline (the ratio at two digits, the step's memory on Resume's rows where
+    measured); a dataset may have rows of its own (the trained FLAT's, s_per_epoch None: not timed).
     """
-    pipelines = list(rounds["resume"])
+    # The CPU table's rows: the pipelines timed on both test sets whose step was measured.
+    pipelines = [p for p in rounds["resume"] if all(p in r for r in rounds.values()) and (gpu or p in memory)]
 
     def ratio(dataset: str, pipeline: str, mode: str = "batch") -> float:
         return statistics.median(rounds[dataset][pipeline][mode]) / statistics.median(
             rounds[dataset]["spaCy ner"][mode]
         )
 
-    def epoch(dataset: str, pipeline: str) -> int:
-        return round(TRAIN_SENTENCES[dataset] / rates[dataset][pipeline])
+    def epoch(dataset: str, pipeline: str) -> Optional[int]:
+        """Seconds an epoch; None for a pipeline whose training was not timed (a trained one's rows)."""
+        rate = rates.get(dataset, {}).get(pipeline)
+        return round(TRAIN_SENTENCES[dataset] / rate) if rate else None
 
     if gpu:
         rows = []
@@ -187,8 +300,10 @@ def write_record(
     rates: Dict[str, Dict[str, float]],
     memory: Dict[str, float],
     load: Optional[float],
+    trained: Optional[Dict[str, Any]] = None,
 ) -> None:
-    """speed-cpu-family or speed-gpu-family, when the run measured what its table shows."""
+    """speed-cpu-family or speed-gpu-family, when the run measured what its table shows
+    (trained: the trained FLAT's meta["trained"], with the decodings of its rows)."""
     gpu = args.gpu_id >= 0
     needed = ["inference", "training"] + ([] if gpu else ["memory"])
     missing = [p for p in needed if p not in args.parts] + [d for d in ("resume", "msra") if d not in args.datasets]
@@ -198,18 +313,31 @@ def write_record(
     n = torch.get_num_threads()
     if gpu:
         where, name = f"one {torch.cuda.get_device_name(args.gpu_id)}", "speed-gpu-family"
-        title = f"The family on {where}: inference, training and a training step's CUDA memory"
+        title = f"The family on {where}: inference, training" + (" and a training step's CUDA memory" if memory else "")
     else:
         where, name = f"{n} thread{'s' if n > 1 else ''}", "speed-cpu-family"
         title = f"The family's cost, {where}: inference, training and a training step's memory"
-    setup = {"docs": args.docs, "repeats": args.repeats, "batch_size": args.batch_size, "batches": args.batches}
+    setup: Dict[str, Any] = {
+        "docs": args.docs,
+        "repeats": args.repeats,
+        "batch_size": args.batch_size,
+        "batches": args.batches,
+    }
     if args.large_batch:
         setup["large_batch"] = args.large_batch
+    if args.pool:
+        setup["pooled"] = True
+    if args.b1_docs:
+        setup["b1_docs"] = args.b1_docs
+    title += ", models initialized from their configs"
+    if trained and gpu:  # the CPU table has no rows for it
+        setup["trained"] = trained
+        title += f" and FLAT trained {trained['steps']} steps on {trained['dataset'].capitalize()}"
     figures = family_figures(rounds, rates, memory, gpu=gpu, large_batch=args.large_batch)
     record(
         name,
         "speed-gpu" if gpu else "speed-cpu",
-        title + ", models initialized from their configs",
+        title,
         figures,
         setup=setup,
         load_before=load,
@@ -231,10 +359,26 @@ def main() -> None:
     parser.add_argument("--gpu-id", type=int, default=-1, help="run every pipeline on this GPU")
     parser.add_argument("--datasets", nargs="+", choices=("resume", "msra"), default=["resume", "msra"])
     parser.add_argument("--architectures", nargs="+", choices=list(ARCHITECTURES), default=list(ARCHITECTURES))
+    parser.add_argument("--pool", action="store_true", help="repeat a test set in order up to --docs docs")
+    parser.add_argument("--b1-docs", type=int, default=0, help="time batch 1 over the first N docs only (0: all)")
+    parser.add_argument(
+        "--trained-steps", type=int, default=0, help="also time FLAT trained this many updates on Resume (0: not)"
+    )
+    parser.add_argument(
+        "--trained-decodings",
+        nargs="+",
+        choices=("auto", "numpy", "torch"),
+        default=["auto", "numpy"],
+        help="the trained FLAT's rows: one for each decoding setting",
+    )
+    parser.add_argument(
+        "--trained-dir", type=Path, default=None, help="where the trained FLAT is saved (or loaded from, if there)"
+    )
     results_option(parser)
     args = parser.parse_args()
     if args.large_batch and args.gpu_id < 0:
         parser.error("--large-batch is a GPU column: give --gpu-id too")
+    trained: Optional[Dict[str, Any]] = None
     load = round(os.getloadavg()[0], 2)
     all_rounds: Rounds = {}
     all_rates: Dict[str, Dict[str, float]] = {}
@@ -246,18 +390,25 @@ def main() -> None:
         use_gpu(args.gpu_id)
         where = f"GPU {torch.cuda.get_device_name(args.gpu_id)}"
     print(f"Machine: {machine()}; {where}; {torch.get_num_threads()} torch thread(s); before: {load_average()}\n")
+    # Initialized on Resume for inference, then timed in training on Resume (no second set-up).
+    pipelines: Dict[str, Language] = {}
     if "inference" in args.parts:
-        pipelines: Dict[str, Language] = {
-            arch: from_config(cfg.format("resume"), "resume") for arch, cfg in chosen.items()
-        }
+        pipelines = {arch: from_config(cfg.format("resume"), "resume") for arch, cfg in chosen.items()}
         pipelines["spaCy ner"] = spacy_ner("resume")
+        extra_rows: Dict[str, Language] = {}
+        if args.trained_steps:
+            extra_rows = trained_rows("resume", args.trained_steps, args.trained_decodings, args.trained_dir)
+            trained = {**next(iter(extra_rows.values())).meta["trained"], "decodings": args.trained_decodings}
         size, large = args.batch_size, args.large_batch
         extra = f" chars/s batch {large} | / spaCy ner at {large} |" if large else ""
         print(f"| test set | pipeline | chars/s batch 1 | chars/s batch {size} | / spaCy ner at batch {size} |{extra}")
         print("|---|---|---|---|---|" + ("---|---|" if large else ""))
         for dataset in args.datasets:
-            docs = texts(dataset, "test")[: args.docs]
-            rounds = inference(pipelines, docs, args.repeats, args.batch_size, large)
+            docs = texts(dataset, "test")
+            docs = pooled(docs, args.docs) if args.pool else docs[: args.docs]
+            # The trained FLAT's rows on its own test set only.
+            timed = {**pipelines, **(extra_rows if dataset == "resume" else {})}
+            rounds = inference(timed, docs, args.repeats, args.batch_size, large, args.b1_docs)
             all_rounds[dataset] = rounds
             for label, r in rounds.items():
                 cells = [spread(r["b1"])]
@@ -265,12 +416,20 @@ def main() -> None:
                     peer = statistics.median(rounds["spaCy ner"][mode])
                     cells += [spread(r[mode]), f"{statistics.median(r[mode]) / peer:.2f}x"]
                 print(f"| {dataset} | {label} | {' | '.join(cells)} |")
+            differ = [label for label, r in rounds.items() if min(r["same"]) < 1]
+            if differ:
+                print(f"On {dataset}, batch 1 wrote other entities than the batches for: {', '.join(differ)}")
     if "training" in args.parts:
         print(f"\n| training, {args.batches} batches of 10 | pipeline | sentences/s | s/epoch |")
         print("|---|---|---|---|")
         for dataset in args.datasets:
             for arch, cfg in [*chosen.items(), ("spaCy ner", "")]:
-                nlp = spacy_ner(dataset) if arch == "spaCy ner" else from_config(cfg.format(dataset), dataset)
+                if dataset == "resume" and arch in pipelines:
+                    nlp = pipelines.pop(arch)
+                elif arch == "spaCy ner":
+                    nlp = spacy_ner(dataset)
+                else:
+                    nlp = from_config(cfg.format(dataset), dataset)
                 rate = training_speed(nlp, dataset, args.batches)
                 all_rates.setdefault(dataset, {})[arch] = rate
                 print(f"| {dataset} | {arch} | {rate:.1f} | {TRAIN_SENTENCES[dataset] / rate:.0f} |")
@@ -282,7 +441,7 @@ def main() -> None:
             memory[arch] = step_memory(name, args.gpu_id)
             print(f"| {arch} | {memory[arch]:.0f} MB |")
     print(f"\nAfter: {load_average()}")
-    write_record(args, all_rounds, all_rates, memory, load)
+    write_record(args, all_rounds, all_rates, memory, load, trained)
 
 
 if __name__ == "__main__":

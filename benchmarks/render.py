@@ -548,11 +548,14 @@ def cpu_stages(t: Tables) -> str:
 
 
 def gpu_family(t: Tables) -> str:
+    """The family on a GPU; the step's memory column only where a row has it, '–' for a training
+    not timed (the trained FLAT's rows)."""
     fig = t.get("speed-gpu-family")["figures"]
     large = fig.get("large_batch")
+    with_memory = any(r.get("step_memory_mb") for r in fig["rows"])
     rows = []
     for r in fig["rows"]:
-        memory = f"{num(r['step_memory_mb'])} MB" if r.get("step_memory_mb") else "–"
+        memory = [f"{num(r['step_memory_mb'])} MB" if r.get("step_memory_mb") else "–"] if with_memory else []
         at_large = [spread(r["large"]), f"{r['large_ratio']:.2f}×"] if large else []
         rows.append(
             [
@@ -563,7 +566,7 @@ def gpu_family(t: Tables) -> str:
                 f"{r['ratio']:.2f}×",
                 *at_large,
                 num(r["s_per_epoch"]),
-                memory,
+                *memory,
             ]
         )
     columns = [
@@ -574,7 +577,7 @@ def gpu_family(t: Tables) -> str:
         "/ spaCy ner at 64",
         *([f"chars/s, batch {large}", f"/ spaCy ner at {large}"] if large else []),
         "training s/epoch",
-        "training step, 10 × 300 chars (CUDA)",
+        *(["training step, 10 × 300 chars (CUDA)"] if with_memory else []),
     ]
     return table(columns, rows)
 

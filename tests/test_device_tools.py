@@ -1,11 +1,12 @@
 """The benchmarks' tools for a GPU machine: records of one seed each merged into one over the seeds
-(benchmarks/merge_seeds.py), and a transformer pipeline carried in half precision and in parts
-(benchmarks/device_model.py)."""
+(benchmarks/merge_seeds.py), a transformer pipeline carried in half precision and in parts
+(benchmarks/device_model.py), and the device-decoding lane's family: pooled test sets, batch 1 over
+a part of them and the trained FLAT's rows (benchmarks/family.py) in its table (benchmarks/render.py)."""
 
 import statistics
 import sys
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import pytest
 import spacy
@@ -15,9 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import device_model  # noqa: E402
+import family  # noqa: E402
 import merge_seeds  # noqa: E402
+import render  # noqa: E402
 
-from .conftest import SHARED, tiny_examples  # noqa: E402
+from .conftest import SHARED, tiny_examples, tiny_records  # noqa: E402
+from .test_benchmark_records import family_measured, made_up  # noqa: E402
 
 TINY_BERT = SHARED / "vectors" / "albert-tiny-chinese"
 
@@ -138,3 +142,48 @@ def test_a_transformer_travels_in_half_and_loads_in_float32(tmp_path):
     words = loaded["embeddings.word_embeddings.weight"]
     assert words.dtype == torch.float32
     assert torch.equal(words, source["albert.embeddings.word_embeddings.weight"].half().float())
+
+
+def test_a_test_set_is_pooled_in_order():
+    assert family.pooled(["a", "b", "c"], 7) == ["a", "b", "c", "a", "b", "c", "a"]
+    assert family.pooled(["a", "b", "c"], 2) == ["a", "b"]
+    assert family.pooled([], 5) == []
+
+
+def test_batch_one_is_timed_over_the_first_docs_only(trained_nlp, monkeypatch):
+    texts = [r["text"] for r in tiny_records()]
+    docs = family.pooled(texts, 25)
+    calls: List[str] = []
+    real = type(trained_nlp).__call__
+
+    def counted(self: Any, text: str, **kwargs: Any) -> Any:
+        calls.append(text)
+        return real(self, text, **kwargs)
+
+    monkeypatch.setattr(type(trained_nlp), "__call__", counted)
+    rounds = family.inference({"FLAT": trained_nlp}, docs, repeats=2, batch_size=8, b1_docs=4)
+    assert calls == docs[:4] * 2
+    assert {mode: len(values) for mode, values in rounds["FLAT"].items()} == {"b1": 2, "batch": 2, "same": 2}
+    assert rounds["FLAT"]["same"] == [1.0, 1.0]
+
+
+def test_the_trained_flats_rows_render_in_the_gpu_family_table():
+    measured, rates, _ = family_measured()
+    for dataset in measured.values():
+        for cells in dataset.values():
+            cells["large"] = [2 * v for v in cells["batch"]]
+    trained = {"b1": [500.0, 550.0], "batch": [1500.0, 1600.0], "large": [3000.0, 3100.0]}
+    measured["resume"]["FLAT, trained 300 steps, decoding auto"] = trained
+    measured["resume"]["FLAT, trained 300 steps, decoding numpy"] = trained
+    figures = family.family_figures(measured, rates, {}, gpu=True, large_batch=256)
+    rows = {(r["dataset"], r["pipeline"]): r for r in figures["rows"]}
+    assert len(rows) == 10 and rows[("resume", "FLAT, trained 300 steps, decoding auto")]["s_per_epoch"] is None
+    assert not any("step_memory_mb" in r for r in figures["rows"])
+    text = render.gpu_family(render.Tables({"speed-gpu-family": made_up("speed-gpu-family", "speed-gpu", figures)}))
+    assert "CUDA" not in text  # no memory column without the memory part
+    assert "| Resume | FLAT, trained 300 steps, decoding numpy | 525 (500–550) |" in text
+    assert text.splitlines()[-1].count("|") == text.splitlines()[0].count("|")
+    # On a CPU the table needs both test sets and the step's memory: the trained rows are left out.
+    memory = {name: 300.0 for name in ("FLAT", "TENER", "DC-SAN", "spaCy ner")}
+    cpu = family.family_figures(measured, rates, memory)
+    assert [r["pipeline"] for r in cpu["rows"]] == ["FLAT", "TENER", "DC-SAN", "spaCy ner"]
