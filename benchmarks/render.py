@@ -582,6 +582,30 @@ def gpu_family(t: Tables) -> str:
     return table(columns, rows)
 
 
+GPU_PROFILE = "speed-gpu-profile-resume"
+
+
+def gpu_profile(t: Tables) -> str:
+    """Each stage's share of nlp.pipe's profiled time on a GPU (benchmarks/profile_inference.py), a column
+    for each decoding and batch size; a sentence saying how to measure it while there is no record."""
+    if GPU_PROFILE not in t.records:
+        return (
+            f"No GPU profile is recorded yet: `bash benchmarks/device_lane.sh profile` on a GPU machine writes "
+            f"`{GPU_PROFILE}`."
+        )
+    fig = t.get(GPU_PROFILE)["figures"]
+    columns = [
+        "stage of nlp.pipe, share of the profiled time",
+        "function (spacy_flat.)",
+        *(f"{'device' if c['on_device'] else 'NumPy'} decoding, batch {c['batch_size']}" for c in fig["columns"]),
+    ]
+    rows = [["chars/s under the profiler", "", *(num(c["chars_per_s"]) for c in fig["columns"])]]
+    for r in fig["rows"]:
+        label = "· " * r["depth"] + r["label"]
+        rows.append([label, f"`{r['stage']}`", *(f"{share:.1f}%" for share in r["shares"])])
+    return table(columns, rows)
+
+
 # ---- memory, long documents, annotation, training cost ----
 
 
@@ -922,6 +946,7 @@ TABLES: Dict[str, Callable[[Tables], str]] = {
     "lattice-lstm-batching": lattice_lstm_batching,
     "cpu-stages": cpu_stages,
     "gpu-family": gpu_family,
+    "gpu-profile": gpu_profile,
     "memory-by-length": memory_by_length,
     "pipe-memory": pipe_memory,
     "long-docs": long_docs,

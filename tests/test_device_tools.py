@@ -1,7 +1,9 @@
 """The benchmarks' tools for a GPU machine: records of one seed each merged into one over the seeds
 (benchmarks/merge_seeds.py), a transformer pipeline carried in half precision and in parts
-(benchmarks/device_model.py), and the device-decoding lane's family: pooled test sets, batch 1 over
-a part of them and the trained FLAT's rows (benchmarks/family.py) in its table (benchmarks/render.py)."""
+(benchmarks/device_model.py), and the device-decoding lane's measurements (benchmarks/device_lane.sh):
+the family's pooled test sets, batch 1 over a part of them and the trained FLAT's rows
+(benchmarks/family.py), the profile's stages and record (benchmarks/profile_inference.py), and their
+tables (benchmarks/render.py)."""
 
 import statistics
 import sys
@@ -18,7 +20,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import device_model  # noqa: E402
 import family  # noqa: E402
 import merge_seeds  # noqa: E402
+import profile_inference  # noqa: E402
 import render  # noqa: E402
+import results  # noqa: E402
 
 from .conftest import SHARED, tiny_examples, tiny_records  # noqa: E402
 from .test_benchmark_records import family_measured, made_up  # noqa: E402
@@ -187,3 +191,36 @@ def test_the_trained_flats_rows_render_in_the_gpu_family_table():
     memory = {name: 300.0 for name in ("FLAT", "TENER", "DC-SAN", "spaCy ner")}
     cpu = family.family_figures(measured, rates, memory)
     assert [r["pipeline"] for r in cpu["rows"]] == ["FLAT", "TENER", "DC-SAN", "spaCy ner"]
+
+
+def test_every_profiled_stage_names_a_function_of_the_package():
+    keys = {stage: profile_inference.profile_key(stage) for _, stage, _ in profile_inference.STAGES}
+    assert len(set(keys.values())) == len(keys)
+    for stage, (path, _, name) in keys.items():
+        assert stage.endswith(name) and "spacy_flat" in Path(path).parts, stage
+    assert "layers.device_decoder.decode_on_device" in keys and "layers.torch_tagger.TorchTagger.best_paths" in keys
+    # A decorated function is profiled as itself, not as its decorator's wrapper.
+    assert keys["nn.position_scores._PositionScores.forward"][0].endswith("position_scores.py")
+    with pytest.raises(AttributeError):
+        profile_inference.profile_key("layers.device_decoder.no_such_function")
+
+
+def test_the_gpu_profile_record_renders_beside_the_family():
+    columns = [
+        {"decoding": d, "on_device": d == "auto", "batch_size": b, "chars_per_s": 1000 * b, "profiled_s": 2.0}
+        for d in ("auto", "numpy")
+        for b in (1, 256)
+    ]
+    spent = [[0.1 * (k + 1)] * len(columns) for k in range(len(profile_inference.STAGES))]
+    figures = profile_inference.profile_figures(columns, spent)
+    assert figures["rows"][0]["shares"] == [5.0] * 4
+    rid = render.GPU_PROFILE
+    record = made_up(rid, "speed-gpu", figures, dataset="resume")
+    text = render.gpu_profile(render.Tables({rid: record}))
+    lines = text.splitlines()
+    assert "device decoding, batch 256" in lines[0] and "NumPy decoding, batch 1" in lines[0]
+    assert lines[2].startswith("| chars/s under the profiler |   | 1,000 | 256,000 |")
+    assert "| · Viterbi | `nn.device_decoding.viterbi` |" in text
+    assert len(lines) == 3 + len(profile_inference.STAGES)
+    assert results.validate(record) == []
+    assert "No GPU profile is recorded yet" in render.gpu_profile(render.Tables({}))
