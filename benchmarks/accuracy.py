@@ -311,11 +311,11 @@ def write_records(args: argparse.Namespace, config: Path, ours: List[dict], peer
         title += ", the paper's recipe (SGD with momentum)" if paper else ""
         title += "".join(f", {x}" for x in [*settings, *extras] if x)
         setup = {
-            "architecture": ARCHITECTURE_NAMES.get(arch, arch),
+            "architecture": ARCHITECTURE_NAMES.get(arch, arch) + (", the paper's recipe" if paper else ""),
             "inputs": label,
             "epochs": args.epochs,
             "transformer": None,
-            "kind": "variant" if variant else ("defaults" if inputs == "defaults" else "pretrained"),
+            "kind": "variant" if variant or paper else ("defaults" if inputs == "defaults" else "pretrained"),
             "config": f"configs/{config.name}",
         }
         recipe = ["paper"] if paper else []
