@@ -61,6 +61,59 @@ def hash_rows(items: Sequence[str], n_rows: int) -> numpy.ndarray:
     return out % n_rows
 
 
+@dataclass
+class TextIds:
+    """What featurizing texts reads from the texts alone, as ids (never the vectors they index):
+    the part a training run can compute once per text and reuse every epoch (`FeatureCache`).
+    Arrays are the texts' concatenated, in text order.
+
+    lengths, counts (numpy.ndarray): (texts,) characters and lattice words per text.
+    word_heads, word_tails, word_rows (numpy.ndarray): (N_w,) each word's span and lexicon row.
+    char_rows (numpy.ndarray): (N_c,) each character's row.
+    bigram_hashes (Optional[numpy.ndarray]): (N_c, 2) bloom rows of each character's bigram.
+    bigram_rows (Optional[numpy.ndarray]): (N_c,) the row of each character's bigram in the bigram
+        table (or the lexicon), -1 where it has none.
+    """
+
+    lengths: numpy.ndarray
+    counts: numpy.ndarray
+    word_heads: numpy.ndarray
+    word_tails: numpy.ndarray
+    word_rows: numpy.ndarray
+    char_rows: numpy.ndarray
+    bigram_hashes: Optional[numpy.ndarray] = None
+    bigram_rows: Optional[numpy.ndarray] = None
+
+
+def text_ids(
+    texts: Sequence[str],
+    lexicon: Lexicon,
+    char_vocab: CharVocab,
+    *,
+    bigram_rows: int = 0,
+    max_words: int = -1,
+    bigram_vectors: bool = False,
+    bigram_table: Optional[Lexicon] = None,
+) -> TextIds:
+    """The ids of `texts` (`featurize`'s arguments, those that shape ids): one lattice match
+    over the batch, one character lookup, the bigrams' hashes and rows."""
+    lengths = numpy.asarray([len(text) for text in texts], dtype="int64")
+    word_heads, word_tails, all_rows, counts = batch_words(texts, lexicon, max_words)
+    hashes = gram_rows = None
+    if bigram_rows > 0 or bigram_vectors:
+        # The bigram at i is text[i : i + 2]; the last character pairs with an end mark.
+        grams = [t[i : i + 2] if i + 1 < len(t) else t[i] + "\x03" for t in texts for i in range(len(t))]
+        if bigram_rows > 0:
+            hashes = hash_rows(grams, bigram_rows)
+        if bigram_vectors:
+            source = bigram_table or lexicon
+            if not source.vector_width:
+                raise ValueError("bigram_vectors needs a lexicon with vectors, e.g. spacy-flat.word2vec_lexicon.v1")
+            gram_rows = source.rows_of(grams)
+    char_rows = char_vocab.rows("".join(texts))
+    return TextIds(lengths, counts, word_heads, word_tails, all_rows, char_rows, hashes, gram_rows)
+
+
 def featurize(
     texts: Sequence[str],
     lexicon: Lexicon,
@@ -71,6 +124,7 @@ def featurize(
     max_words: int = -1,
     bigram_vectors: bool = False,
     bigram_table: Optional[Lexicon] = None,
+    cache: Optional[Any] = None,
 ) -> FlatBatch:
     """Build the lattices of `texts` and their padded id arrays.
 
@@ -83,11 +137,37 @@ def featurize(
     bigram_vectors (bool): Look each character's bigram up in `bigram_table`,
         or without one in the lexicon's vectors (zeros where it has none).
     bigram_table (Optional[Lexicon]): Pretrained bigram vectors (two-character entries).
+    cache (Optional[FeatureCache]): Keeps each text's ids (`TextIds`) to be read rather than
+        computed again (`feature_cache.py`); None computes them.
     RETURNS (FlatBatch): The batch.
     """
-    batch = len(texts)
-    lengths = numpy.asarray([len(text) for text in texts], dtype="int64")
-    word_heads, word_tails, all_rows, counts = batch_words(texts, lexicon, max_words)
+
+    def compute(some: Sequence[str]) -> TextIds:
+        return text_ids(
+            some,
+            lexicon,
+            char_vocab,
+            bigram_rows=bigram_rows,
+            max_words=max_words,
+            bigram_vectors=bigram_vectors,
+            bigram_table=bigram_table,
+        )
+
+    ids = compute(texts) if cache is None else cache.ids(texts, compute)
+    return assemble(ids, lexicon, word_rows=word_rows, bigram_vectors=bigram_vectors, bigram_table=bigram_table)
+
+
+def assemble(
+    ids: TextIds,
+    lexicon: Lexicon,
+    *,
+    word_rows: int,
+    bigram_vectors: bool = False,
+    bigram_table: Optional[Lexicon] = None,
+) -> FlatBatch:
+    """The padded batch of texts' ids: positions, masks, and the vectors the ids index."""
+    lengths, counts, all_rows = ids.lengths, ids.counts, ids.word_rows
+    batch = len(lengths)
     width = int((lengths + counts).max(initial=0)) or 1
     n_chars_max = int(lengths.max(initial=0)) or 1
     # Row b holds its characters at b * width + [0, n_chars), then its words.
@@ -99,24 +179,18 @@ def featurize(
     positions = _within(lengths)
     heads.reshape(-1)[char_index] = positions
     tails.reshape(-1)[char_index] = positions
-    heads.reshape(-1)[word_index] = word_heads
-    tails.reshape(-1)[word_index] = word_tails
+    heads.reshape(-1)[word_index] = ids.word_heads
+    tails.reshape(-1)[word_index] = ids.word_tails
     token_mask.reshape(-1)[char_index] = True
     token_mask.reshape(-1)[word_index] = True
     char_mask = numpy.arange(n_chars_max)[None, :] < lengths[:, None]
-    char_rows = char_vocab.rows("".join(texts))
-    bigrams = gram_vectors = missing = None
-    if bigram_rows > 0 or bigram_vectors:
-        # The bigram at i is text[i : i + 2]; the last character pairs with an end mark.
-        grams = [t[i : i + 2] if i + 1 < len(t) else t[i] + "\x03" for t in texts for i in range(len(t))]
-        if bigram_rows > 0:
-            bigrams = hash_rows(grams, bigram_rows)
-        if bigram_vectors:
-            gram_vectors, found = _lexicon_vectors(bigram_table or lexicon, grams)
-            missing = ~found if bigram_table is not None else None
+    gram_vectors = missing = None
+    if bigram_vectors and ids.bigram_rows is not None:
+        gram_vectors, found = _row_vectors(bigram_table or lexicon, ids.bigram_rows)
+        missing = ~found if bigram_table is not None else None
     vectors = lexicon.vectors[all_rows] if lexicon.vector_width else None
     return FlatBatch(
-        char_rows=char_rows,
+        char_rows=ids.char_rows,
         word_hashes=word_hash_rows(lexicon, all_rows, word_rows),
         heads=heads,
         tails=tails,
@@ -124,7 +198,7 @@ def featurize(
         word_index=word_index,
         token_mask=token_mask,
         char_mask=char_mask,
-        bigram_hashes=bigrams,
+        bigram_hashes=ids.bigram_hashes,
         word_vectors=vectors,
         bigram_vectors=gram_vectors,
         bigram_missing=missing,
@@ -133,14 +207,11 @@ def featurize(
     )
 
 
-def _lexicon_vectors(lexicon: Lexicon, items: Sequence[str]) -> Tuple[numpy.ndarray, numpy.ndarray]:
-    """RETURNS (Tuple[numpy.ndarray, numpy.ndarray]): (len(items), vector_width)
-    vectors, zeros for items not in `lexicon`, and which items it has."""
-    if not lexicon.vector_width:
-        raise ValueError("bigram_vectors needs a lexicon with vectors, e.g. spacy-flat.word2vec_lexicon.v1")
-    rows = lexicon.rows_of(items)
+def _row_vectors(lexicon: Lexicon, rows: numpy.ndarray) -> Tuple[numpy.ndarray, numpy.ndarray]:
+    """RETURNS (Tuple[numpy.ndarray, numpy.ndarray]): (len(rows), vector_width) vectors of the
+    lexicon's `rows`, zeros where a row is -1, and which rows it has."""
     found = rows >= 0
-    out = numpy.zeros((len(items), lexicon.vector_width), dtype="float32")
+    out = numpy.zeros((len(rows), lexicon.vector_width), dtype="float32")
     out[found] = lexicon.vectors[rows[found]]
     return out, found
 

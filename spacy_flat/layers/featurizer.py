@@ -1,11 +1,14 @@
 """Segments to the padded id arrays of their lattices (the model's first layer)."""
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, List, Optional, Tuple
 
 import numpy
 from thinc.api import Model
 from thinc.types import Floats2d
 
+from ..lattice.feature_cache import MEMORY_BYTES, FeatureCache, cache_key
 from ..lattice.features import FlatBatch, featurize
 from ..lattice.resources import FlatResources
 from ..lattice.windows import Segment
@@ -38,6 +41,47 @@ def set_resources(model: Model, resources: FlatResources) -> None:
     model.get_ref("features").attrs["resources"] = resources
 
 
+@dataclass
+class _TrainingCache:
+    """Where a featurizer keeps training texts' ids, and the cache it holds (made on first use)."""
+
+    folder: Optional[Path] = None
+    memory_bytes: int = MEMORY_BYTES
+    # The resources the cache was made for (identity and sizes), and the cache.
+    held: Optional[Tuple[Tuple[int, int, int], FeatureCache]] = None
+
+
+def set_feature_cache(model: Model, folder: Optional[Path], memory_bytes: int = MEMORY_BYTES) -> None:
+    """Where a FLAT model's training keeps its texts' ids beyond `memory_bytes` (`FeatureCache`):
+    `folder` (a training run's output), or a temporary folder if None; `memory_bytes = 0` keeps none."""
+    # In the featurizer's attrs as one object, which thinc leaves out of the model's bytes (msgpack
+    # cannot write it, as the resources beside it): where a run keeps its cache is no part of the
+    # model, and a resumed run's model must equal one never stopped.
+    model.get_ref("features").attrs["feature_cache"] = _TrainingCache(folder, memory_bytes)
+
+
+def training_cache(model: Model) -> Optional[FeatureCache]:
+    """RETURNS (Optional[FeatureCache]): The cache a FLAT model's training fills, if made yet."""
+    where = model.get_ref("features").attrs.get("feature_cache")
+    return None if where is None or where.held is None else where.held[1]
+
+
+def _training_cache(features: Model, resources: FlatResources) -> Optional[FeatureCache]:
+    """The featurizer's cache of training texts' ids, made on its first training batch and made
+    anew if the resources changed (a lexicon grown by added words included)."""
+    where = features.attrs.setdefault("feature_cache", _TrainingCache())
+    if not where.memory_bytes:
+        return None
+    owner = (id(resources), len(resources.lexicon), len(resources.char_vocab))
+    if where.held is not None and where.held[0] == owner:
+        return where.held[1]
+    settings = {name: features.attrs.get(name, False) for name in ("bigram_rows", "max_words", "bigram_vectors")}
+    key = cache_key(resources.lexicon, resources.char_vocab, resources.bigrams, settings)
+    cache = FeatureCache(key, memory_bytes=where.memory_bytes, spill_dir=where.folder)
+    where.held = (owner, cache)
+    return cache
+
+
 def _forward(
     model: Model[List[Segment], FlatBatch], segments: List[Segment], is_train: bool
 ) -> Tuple[FlatBatch, Callable]:
@@ -59,6 +103,7 @@ def _forward(
         # Absent from models built before the option existed.
         bigram_vectors=model.attrs.get("bigram_vectors", False),
         bigram_table=resources.bigrams,
+        cache=_training_cache(model, resources) if is_train else None,
     )
     with_features = [segment.features is not None for segment in segments]
     if any(with_features):

@@ -28,10 +28,11 @@ from spacy.training.loop import (
     update_meta,
 )
 from spacy.util import load_config, registry, resolve_dot_names
-from thinc.api import Optimizer, constant, fix_random_seed, require_gpu, set_gpu_allocator
+from thinc.api import Model, Optimizer, constant, fix_random_seed, require_gpu, set_gpu_allocator
 from wasabi import Printer
 
 from ..errors import FlatError
+from ..layers.featurizer import set_feature_cache
 from .batches import BatchStream
 from .checkpoints import Checkpoint, CheckpointStore
 from .fingerprint import CHANGES_THE_RUN, Fingerprint, check_resumable, fingerprint
@@ -100,6 +101,10 @@ def train(
             saved = Fingerprint.from_dict(read_state(checkpoint.path)["fingerprint"])
             allowed = check_resumable(saved, current, checkpoint.path)
         nlp = init_nlp(config, use_gpu=use_gpu)
+        for _, proc in nlp.pipeline:  # training texts' ids beyond memory: under the output (shared by seeds)
+            model = getattr(proc, "model", None)
+            if isinstance(model, Model) and model.has_ref("features"):
+                set_feature_cache(model, output_path / "feature-cache")
         if prepare is not None:
             prepare(nlp)
         run = TrainingRun(nlp, output_path, store, current, use_gpu)
