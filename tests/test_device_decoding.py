@@ -187,10 +187,25 @@ class SyncCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         name = func.__name__
-        reads = name.startswith(("_local_scalar_dense", "nonzero", "item"))
+        # Ops whose output size is data (they wait for the device inside), and boolean-mask indexing.
+        sized = ("_local_scalar_dense", "nonzero", "item", "masked_select", "unique", "_unique", "repeat_interleave")
+        indices = args[1] if name.startswith("index.") and len(args) > 1 else []
+        masks = any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices)
+        reads = name.startswith(sized) or masks
         if reads or (name.startswith("_to_copy") and str(kwargs.get("device", "")) == "cpu"):
             self.seen.append(name)
         return func(*args, **kwargs)
+
+
+def test_the_sync_counter_sees_what_waits_for_the_device():
+    values = torch.arange(6.0) - 2
+    with SyncCounter() as counter:
+        values[values > 0].sum()  # a boolean mask: its size is data
+        values.nonzero()
+        float(values.max())
+        values.to("cpu", copy=True)
+        values * 2  # waits for nothing
+    assert len(counter.seen) == 4, counter.seen
 
 
 @pytest.mark.parametrize("batch", [1, 8, 64])

@@ -79,8 +79,8 @@ def test_beyond_its_bound_the_cache_spills_to_shards_and_a_later_run_reads_them(
     assert cache.memory_used <= BOUND + max(
         sum(a.nbytes for a in vars(t).values() if a is not None) for t in want.values()
     )
-    shards = sorted((tmp_path / key).glob("shard-*.npz"))
-    assert shards and not list((tmp_path / key).glob("*.partial"))
+    shards = sorted((tmp_path / key).glob("shard-*"))
+    assert shards and not list((tmp_path / key).glob(".partial-*"))
     for text in TEXTS:
         _same(cache.ids([text], _never), want[text])
     # A later run with the same key reads every spilled text from the shards.
@@ -133,7 +133,7 @@ def _trained(memory_bytes: int, folder: Path):  # type: ignore[no-untyped-def]
 def test_training_with_the_cache_takes_the_same_steps(tmp_path: Path):
     cached, model = _trained(BOUND, tmp_path)
     held = training_cache(model)
-    assert held is not None and held.hits > 0 and list(tmp_path.glob("*/shard-*.npz"))
+    assert held is not None and held.hits > 0 and list(tmp_path.glob("*/shard-*"))
     plain, model = _trained(0, tmp_path / "none")
     assert training_cache(model) is None
     for name in cached:

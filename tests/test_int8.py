@@ -28,14 +28,14 @@ def _shim(nlp: spacy.Language):  # type: ignore[no-untyped-def]
     return next(shim for node in nlp.get_pipe("flat_ner").model.walk() for shim in node.shims)
 
 
-@pytest.mark.parametrize("architecture", ["flat", "dcsan", "lattice_lstm"])
+@pytest.mark.parametrize("architecture", ["flat", "tener", "dcsan", "lattice_lstm"])
 def test_int8_scores_are_close_to_float32(architecture: str):
     exact, int8 = _pipeline(architecture, False), _pipeline(architecture, True)
     want, got = scores_of(exact, TEXT), scores_of(int8, TEXT)
     assert not numpy.array_equal(want, got)  # the int8 copy did run
     spread = float(numpy.abs(want).max())
     assert float(numpy.abs(want - got).max()) < 0.05 * spread
-    copy = _shim(int8)._int8[1]
+    copy = _shim(int8)._int8[2]
     kinds = {type(m).__module__ for m in copy.modules() if "Linear" in type(m).__name__}
     assert any("quantized" in kind for kind in kinds)
     if architecture == "flat":  # the position module reads its weights: float32
@@ -46,12 +46,12 @@ def test_the_int8_copy_follows_the_weights_and_is_not_saved(tmp_path):
     nlp = _pipeline("flat", True)
     shim = _shim(nlp)
     before = scores_of(nlp, TEXT)
-    made = shim._int8[1]
+    made = shim._int8[2]
     scores_of(nlp, TEXT)
-    assert shim._int8[1] is made  # unchanged weights: the same copy
+    assert shim._int8[2] is made  # unchanged weights: the same copy
     nlp.update(tiny_examples(nlp), sgd=nlp.create_optimizer())
     after = scores_of(nlp, TEXT)
-    assert shim._int8[1] is not made and not numpy.array_equal(before, after)
+    assert shim._int8[2] is not made and not numpy.array_equal(before, after)
     nlp.to_disk(tmp_path / "int8")
     loaded = spacy.load(tmp_path / "int8")
     assert _shim(loaded).int8_inference

@@ -9,26 +9,28 @@ the bigram table (digests of their bytes), the settings (`max_words`, `bigram_ro
 a window is its own text.
 
 Memory is bounded: beyond `memory_bytes` the oldest half of the entries is written to a shard
-file under `spill_dir/KEY/` (written to a temporary name and renamed, so a reader never sees half
-a file, and seeds training in one output folder can share it) and read back from there. A later run
+under `spill_dir/KEY/` (a folder of .npy files written under a temporary name and renamed, so a
+reader never sees half of one, and seeds training in one output folder can share it) and read back
+from there memory-mapped, so a shuffled epoch's reads cost the pages they touch. A later run
 with the same key reads the shards already there; the folders of other keys are removed once no
 live process uses them (each user leaves its process id under `users/` while it runs).
 """
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import os
 import shutil
 import tempfile
 import uuid
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy
 
+from ..about import __version__
 from .char_vocab import CharVocab
 from .features import TextIds
 from .lexicon import Lexicon
@@ -43,11 +45,13 @@ ARRAYS = ("word_heads", "word_tails", "word_rows", "char_rows", "bigram_hashes",
 def cache_key(
     lexicon: Lexicon, char_vocab: CharVocab, bigram_table: Optional[Lexicon], settings: Dict[str, object]
 ) -> str:
-    """RETURNS (str): A digest of everything that shapes a text's ids."""
+    """RETURNS (str): A digest of everything that shapes a text's ids: the lexicons' words (not
+    their vectors, which ids only index), the character table's entries, the settings, and the
+    versions of the package and of this cache's layout."""
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(f"v{CODE_VERSION} {sorted(settings.items())}".encode())
-    for part in (lexicon, char_vocab, bigram_table):
-        digest.update(hashlib.blake2b(part.to_bytes()).digest() if part is not None else b"-")
+    digest.update(f"{__version__} v{CODE_VERSION} {sorted(settings.items())}".encode())
+    for words in (lexicon.words, char_vocab.entries, bigram_table.words if bigram_table is not None else None):
+        digest.update(b"-" if words is None else hashlib.blake2b("\n".join(words).encode("utf8")).digest())
     return digest.hexdigest()
 
 
@@ -112,11 +116,10 @@ class FeatureCache:
         self._spilled: Dict[bytes, Tuple[Path, int]] = {}
         self._shards: OrderedDict[Path, Dict[str, numpy.ndarray]] = OrderedDict()
         self.hits = self.misses = 0
-        if spill_dir is None:
-            spill_dir = Path(tempfile.mkdtemp(prefix="flat-features-"))
-            atexit.register(shutil.rmtree, spill_dir, True)
-        self.folder = Path(spill_dir) / key
-        self._open(Path(spill_dir))
+        self.folder: Optional[Path] = None
+        if spill_dir is not None:
+            self.folder = Path(spill_dir) / key
+            self._open(Path(spill_dir))
 
     def __len__(self) -> int:
         return len(self._memory) + len(self._spilled)
@@ -165,48 +168,64 @@ class FeatureCache:
         joined = join(entries)
         arrays = {name: getattr(joined, name) for name in ("lengths", "counts", *ARRAYS)}
         arrays = {name: value for name, value in arrays.items() if value is not None}
-        arrays["digests"] = numpy.frombuffer(b"".join(_digest(text) for text in texts), dtype="S16")
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"shard-{uuid.uuid4().hex}.npz"
-        partial = path.with_suffix(".partial")
-        with partial.open("wb") as out:
-            numpy.savez(out, **arrays)
+        digests = [_digest(text) for text in texts]
+        arrays["digests"] = numpy.frombuffer(b"".join(digests), dtype="uint8").reshape(len(texts), 16)
+        folder = self._folder()
+        # A shard is a folder of .npy files, made under a temporary name and renamed whole: a reader
+        # never sees half of one. Read back memory-mapped, a shard costs the pages read, not its size.
+        partial = folder / f".partial-{uuid.uuid4().hex}"
+        partial.mkdir()
+        for name, value in arrays.items():
+            numpy.save(partial / f"{name}.npy", value)
+        path = folder / f"shard-{uuid.uuid4().hex}"
         os.replace(partial, path)
-        for k, text in enumerate(texts):
-            self._spilled[_digest(text)] = (path, k)
+        for k, digest in enumerate(digests):
+            self._spilled[digest] = (path, k)
 
     def _read(self, path: Path, index: int) -> TextIds:
         shard = self._shards.get(path)
         if shard is None:
-            with numpy.load(path) as data:
-                shard = {name: data[name] for name in data.files}
+            shard = {item.stem: numpy.load(item, mmap_mode="r") for item in path.glob("*.npy")}
             shard["char_starts"] = numpy.concatenate([[0], numpy.cumsum(shard["lengths"])])
             shard["word_starts"] = numpy.concatenate([[0], numpy.cumsum(shard["counts"])])
             self._shards[path] = shard
-            if len(self._shards) > 2:  # a shard at a time is read back, in the order it was written
-                self._shards.popitem(last=False)
         c = slice(shard["char_starts"][index], shard["char_starts"][index + 1])
         w = slice(shard["word_starts"][index], shard["word_starts"][index + 1])
         by_chars = {"char_rows", "bigram_hashes", "bigram_rows"}
-        found = {name: shard[name][c if name in by_chars else w] if name in shard else None for name in ARRAYS}
-        return TextIds(shard["lengths"][index : index + 1], shard["counts"][index : index + 1], **found)  # type: ignore[arg-type]
+        found = {
+            name: numpy.array(shard[name][c if name in by_chars else w]) if name in shard else None for name in ARRAYS
+        }
+        return TextIds(
+            numpy.array(shard["lengths"][index : index + 1]),
+            numpy.array(shard["counts"][index : index + 1]),
+            **found,  # type: ignore[arg-type]
+        )
+
+    def _folder(self) -> Path:
+        """This key's folder, made when first needed (a temporary one without a `spill_dir`)."""
+        if self.folder is None:
+            root = Path(tempfile.mkdtemp(prefix="flat-features-"))
+            weakref.finalize(self, shutil.rmtree, root, True)
+            self.folder = root / self.key
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return self.folder
 
     def _open(self, root: Path) -> None:
         """Read the index of this key's shards, mark this process as a user, remove other keys'
         folders that no live process uses."""
+        assert self.folder is not None
         users = self.folder / "users"
         users.mkdir(parents=True, exist_ok=True)
         mine = users / str(os.getpid())
         mine.touch()
-        atexit.register(lambda: mine.unlink(missing_ok=True))
-        for shard in sorted(self.folder.glob("shard-*.npz")):
+        weakref.finalize(self, mine.unlink, missing_ok=True)
+        for shard in sorted(self.folder.glob("shard-*")):
             try:
-                with numpy.load(shard) as data:
-                    digests = data["digests"]
-            except (OSError, ValueError, KeyError):
+                digests = numpy.load(shard / "digests.npy")
+            except (OSError, ValueError):
                 continue  # damaged: never read
-            for k, digest in enumerate(digests.tolist()):
-                self._spilled.setdefault(digest, (shard, k))
+            for k, digest in enumerate(digests):
+                self._spilled.setdefault(digest.tobytes(), (shard, k))
         for other in root.iterdir():
             # Only folders this class made: a key's name, with its users.
             ours = len(other.name) == len(self.key) and (other / "users").is_dir()
@@ -215,13 +234,16 @@ class FeatureCache:
 
 
 def _in_use(folder: Path) -> bool:
-    """RETURNS (bool): Whether a live process left its id under `folder/users`."""
+    """RETURNS (bool): Whether a live process left its id under `folder/users` (on Windows, where
+    `os.kill` cannot ask, any user counts as live)."""
     for user in (folder / "users").glob("*"):
+        if os.name == "nt":
+            return True
         try:
             os.kill(int(user.name), 0)
             return True
         except (ValueError, ProcessLookupError):
             continue
-        except PermissionError:
+        except OSError:  # no permission to signal it: it exists
             return True
     return False

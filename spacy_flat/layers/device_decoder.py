@@ -63,6 +63,9 @@ def decode_on_device(
         float64 probabilities; None if some row is no valid BILUO sequence (decode it on the host).
     """
     device = crf.raw_transitions.device
+    if not scores.shape[0] or not scores.shape[1]:  # nothing to decode
+        empty = numpy.zeros(0, dtype="int64")
+        return (empty, empty, empty, empty), (numpy.zeros(0) if probabilities else None)
     with torch.no_grad():
         rows_forbidden = None if forbidden is None else to_device(forbidden, device)
         emissions = masked(xp_to_torch(scores, device=device), rows_forbidden, FORBIDDEN)

@@ -47,8 +47,8 @@ class _TrainingCache:
 
     folder: Optional[Path] = None
     memory_bytes: int = MEMORY_BYTES
-    # The resources the cache was made for (identity and sizes), and the cache.
-    held: Optional[Tuple[Tuple[int, int, int], FeatureCache]] = None
+    # The resources the cache was made for, their sizes then (a lexicon grows in place), and the cache.
+    held: Optional[Tuple[FlatResources, Tuple[int, int], FeatureCache]] = None
 
 
 def set_feature_cache(model: Model, folder: Optional[Path], memory_bytes: int = MEMORY_BYTES) -> None:
@@ -63,7 +63,7 @@ def set_feature_cache(model: Model, folder: Optional[Path], memory_bytes: int = 
 def training_cache(model: Model) -> Optional[FeatureCache]:
     """RETURNS (Optional[FeatureCache]): The cache a FLAT model's training fills, if made yet."""
     where = model.get_ref("features").attrs.get("feature_cache")
-    return None if where is None or where.held is None else where.held[1]
+    return None if where is None or where.held is None else where.held[2]
 
 
 def _training_cache(features: Model, resources: FlatResources) -> Optional[FeatureCache]:
@@ -72,13 +72,13 @@ def _training_cache(features: Model, resources: FlatResources) -> Optional[Featu
     where = features.attrs.setdefault("feature_cache", _TrainingCache())
     if not where.memory_bytes:
         return None
-    owner = (id(resources), len(resources.lexicon), len(resources.char_vocab))
-    if where.held is not None and where.held[0] == owner:
-        return where.held[1]
+    sizes = (len(resources.lexicon), len(resources.char_vocab))
+    if where.held is not None and where.held[0] is resources and where.held[1] == sizes:
+        return where.held[2]
     settings = {name: features.attrs.get(name, False) for name in ("bigram_rows", "max_words", "bigram_vectors")}
     key = cache_key(resources.lexicon, resources.char_vocab, resources.bigrams, settings)
     cache = FeatureCache(key, memory_bytes=where.memory_bytes, spill_dir=where.folder)
-    where.held = (owner, cache)
+    where.held = (resources, sizes, cache)
     return cache
 
 

@@ -59,8 +59,8 @@ class InPlacePyTorchShim(PyTorchShim):
         super().__init__(*args, **kwargs)
         self.lr_scale = lr_scale
         self.int8_inference = int8_inference
-        # The int8 copy, and the module and parameter versions it was made from.
-        self._int8: Optional[Tuple[Tuple[int, ...], torch.nn.Module]] = None
+        # The module and parameter versions the int8 copy was made from, and the copy.
+        self._int8: Optional[Tuple[torch.nn.Module, Tuple[int, ...], torch.nn.Module]] = None
         # The tables' parameter averages under row-wise SGD, by parameter name.
         self.row_averages: Dict[str, RowAverages] = {}
         self._params_swapped = False
@@ -81,10 +81,10 @@ class InPlacePyTorchShim(PyTorchShim):
         params = list(self._model.parameters())
         if params[0].device.type != "cpu":
             return self._model
-        key = (id(self._model), *(p._version for p in params))
-        if self._int8 is None or self._int8[0] != key:
-            self._int8 = (key, int8_copy(self._model))
-        return self._int8[1]
+        versions = tuple(p._version for p in params)
+        if self._int8 is None or self._int8[0] is not self._model or self._int8[1] != versions:
+            self._int8 = (self._model, versions, int8_copy(self._model))
+        return self._int8[2]
 
     def begin_update(self, inputs: ArgsKwargs) -> Any:
         # Sparse table gradients, except under mixed precision (its gradient scaler reads dense ones).

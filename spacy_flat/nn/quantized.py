@@ -36,5 +36,5 @@ def int8_copy(module: nn.Module) -> nn.Module:
         from torch.ao.quantization import default_dynamic_qconfig, quantize_dynamic
 
         spec = {name: default_dynamic_qconfig for name in names}
-        quantized = quantize_dynamic(copy.deepcopy(module).eval(), spec, dtype=torch.qint8)
+        quantized = quantize_dynamic(copy.deepcopy(module).eval(), spec, dtype=torch.qint8, inplace=True)
     return quantized

@@ -48,16 +48,18 @@ def inverse_epoch_decay(
     initial_rate: float, decay: float, steps_per_epoch: int, warmup_epochs: float = 0.0
 ) -> Iterator[float]:
     """FLAT's schedule (Li et al. 2020, Table 5: decay 0.05; its released code's
-    `LambdaLR(lambda epoch: 1 / (1 + 0.05 * epoch))`): the rate of epoch e is
-    initial_rate / (1 + decay * e), held for the epoch's `steps_per_epoch` steps, after
-    a warm-up that scales the rate linearly from its first step to the full rate over
-    `warmup_epochs` epochs (the released code's `WarmupCallback`, schedule "constant").
+    `LambdaLR(lambda epoch: 1 / (1 + 0.05 * epoch))`): the rate of epoch e (counted from
+    the first step) is initial_rate / (1 + decay * e), held for the epoch's
+    `steps_per_epoch` steps; over the first `warmup_epochs` epochs it is also scaled by a
+    linear warm-up from the first step (the released code's `WarmupCallback`, schedule
+    "constant"), so with a decay the full initial rate is never reached: the rate peaks at
+    the end of the warm-up at initial_rate / (1 + decay * (ceil(warmup_epochs) - 1)).
     thinc's `decaying.v1` divides by (1 + decay * t) at every step t instead.
 
     The released code sets the rate at every update from the initial rate and the
     warm-up factor, which overrides its per-epoch decay: `decay = 0` is what it trains with.
 
-    initial_rate (float): The rate of the first epoch after the warm-up.
+    initial_rate (float): The rate before decay and warm-up.
     decay (float): The per-epoch decay (the paper's 0.05).
     steps_per_epoch (int): Batches in one epoch (`python -m spacy_flat schedule` counts them).
     warmup_epochs (float): Epochs of linear warm-up; 0 for none.
