@@ -53,7 +53,7 @@ def assert_same(host: List[Tuple[list, list]], device: List[Tuple[list, list]]) 
 
 
 class Family(dict):
-    """Small pipelines of each architecture, trained when first asked for (FLAT: the one trained once per test run)."""
+    """Small pipelines of each architecture, trained when first asked for (FLAT: the one trained per test run)."""
 
     def __init__(self, flat: spacy.Language) -> None:
         super().__init__(flat=flat)

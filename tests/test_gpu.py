@@ -275,7 +275,7 @@ def sync_debug_error() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory, trained_nlp: Language) -> Dict[str, Path]:
-    """The small pipelines trained on the CPU (FLAT: the one trained once per test run) and saved, to load on the GPU."""
+    """The small pipelines trained on the CPU (FLAT: the one trained once per test run), saved to load on a GPU."""
     folder = tmp_path_factory.mktemp("decoding")
     out = {}
     for architecture in sorted(FAMILY):
