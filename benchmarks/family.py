@@ -61,7 +61,7 @@ from common import (
     train_split,
 )
 from results import record, results_option
-from speed import TRAIN_SENTENCES, entities, spacy_ner, spread, training_speed
+from speed import TRAIN_SENTENCES, inference, spacy_ner, spread, training_speed
 
 from spacy_flat.pipeline.component import FlatNER
 
@@ -138,41 +138,6 @@ def trained_rows(
         nlp = first if k == 0 else spacy.load(path)
         cast(FlatNER, nlp.get_pipe("flat_ner")).cfg["decoding"] = mode
         out[f"FLAT, trained {steps} steps, decoding {mode}"] = nlp
-    return out
-
-
-def inference(
-    pipelines: Dict[str, Language],
-    docs: List[str],
-    repeats: int,
-    batch_size: int,
-    large_batch: int = 0,
-    b1_docs: int = 0,
-) -> Dict[str, Dict[str, List[float]]]:
-    """`speed.inference` (characters per second one doc at a time and under nlp.pipe, rounds
-    interleaving every pipeline and mode) with batch 1 timed over the first `b1_docs` docs only
-    (0: all), its entities compared with the batches' for those docs."""
-    single = docs[:b1_docs] if b1_docs else docs
-    chars, single_chars = sum(len(t) for t in docs), sum(len(t) for t in single)
-    sizes = {"batch": batch_size, **({"large": large_batch} if large_batch else {})}
-    out: Dict[str, Dict[str, List[float]]] = {
-        name: {"b1": [], **{mode: [] for mode in sizes}, "same": []} for name in pipelines
-    }
-    for nlp in pipelines.values():  # untimed warm-up: first-call set-up is not a cost
-        for size in sizes.values():
-            list(nlp.pipe(docs[:size], batch_size=size))
-    for _ in range(repeats):
-        for name, nlp in pipelines.items():
-            start = time.perf_counter()
-            one = [nlp(t) for t in single]
-            out[name]["b1"].append(single_chars / (time.perf_counter() - start))
-            same = True
-            for mode, size in sizes.items():
-                start = time.perf_counter()
-                batched = list(nlp.pipe(docs, batch_size=size))
-                out[name][mode].append(chars / (time.perf_counter() - start))
-                same = same and entities(one) == entities(batched[: len(single)])
-            out[name]["same"].append(float(same))
     return out
 
 

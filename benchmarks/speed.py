@@ -69,17 +69,25 @@ def entities(docs: Iterable[Doc]) -> List[List[Tuple[int, int, str]]]:
 
 
 def inference(
-    pipelines: Dict[str, Language], docs: List[str], repeats: int, batch_size: int, large_batch: int = 0
+    pipelines: Dict[str, Language],
+    docs: List[str],
+    repeats: int,
+    batch_size: int,
+    large_batch: int = 0,
+    b1_docs: int = 0,
 ) -> Dict[str, Dict[str, List[float]]]:
     """Characters per second of each pipeline one doc at a time and under
     nlp.pipe, over `repeats` rounds that interleave every pipeline and mode, so
     that a change in the machine's load reaches them all alike.
 
     large_batch (int): Also time nlp.pipe at this batch size ("large"; 0: not).
+    b1_docs (int): Time one doc at a time over the first `b1_docs` docs only (0: all); their
+        entities are compared with the batches' for those docs.
     RETURNS: pipeline -> {"b1": [chars/s per round], "batch": [...], ("large": [...],)
         "same": [1.0 if the batched entities equal those one doc at a time]}.
     """
-    chars = sum(len(t) for t in docs)
+    single = docs[:b1_docs] if b1_docs else docs
+    chars, single_chars = sum(len(t) for t in docs), sum(len(t) for t in single)
     sizes = {"batch": batch_size, **({"large": large_batch} if large_batch else {})}
     out: Dict[str, Dict[str, List[float]]] = {
         name: {"b1": [], **{mode: [] for mode in sizes}, "same": []} for name in pipelines
@@ -90,14 +98,14 @@ def inference(
     for _ in range(repeats):
         for name, nlp in pipelines.items():
             start = time.perf_counter()
-            one = [nlp(t) for t in docs]
-            out[name]["b1"].append(chars / (time.perf_counter() - start))
+            one = [nlp(t) for t in single]
+            out[name]["b1"].append(single_chars / (time.perf_counter() - start))
             same = True
             for mode, size in sizes.items():
                 start = time.perf_counter()
                 batched = list(nlp.pipe(docs, batch_size=size))
                 out[name][mode].append(chars / (time.perf_counter() - start))
-                same = same and entities(one) == entities(batched)
+                same = same and entities(one) == entities(batched[: len(single)])
             out[name]["same"].append(float(same))
     return out
 

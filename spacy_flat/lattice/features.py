@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import weakref
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Protocol, Sequence, Tuple
 
 import murmurhash
 import numpy
@@ -85,6 +86,12 @@ class TextIds:
     bigram_rows: Optional[numpy.ndarray] = None
 
 
+class IdsCache(Protocol):
+    """Keeps texts' ids to be read rather than computed again (`feature_cache.FeatureCache`)."""
+
+    def ids(self, texts: Sequence[str], compute: Callable[[Sequence[str]], TextIds]) -> TextIds: ...
+
+
 def text_ids(
     texts: Sequence[str],
     lexicon: Lexicon,
@@ -124,7 +131,7 @@ def featurize(
     max_words: int = -1,
     bigram_vectors: bool = False,
     bigram_table: Optional[Lexicon] = None,
-    cache: Optional[Any] = None,
+    cache: Optional[IdsCache] = None,
 ) -> FlatBatch:
     """Build the lattices of `texts` and their padded id arrays.
 
@@ -142,17 +149,15 @@ def featurize(
     RETURNS (FlatBatch): The batch.
     """
 
-    def compute(some: Sequence[str]) -> TextIds:
-        return text_ids(
-            some,
-            lexicon,
-            char_vocab,
-            bigram_rows=bigram_rows,
-            max_words=max_words,
-            bigram_vectors=bigram_vectors,
-            bigram_table=bigram_table,
-        )
-
+    compute = functools.partial(
+        text_ids,
+        lexicon=lexicon,
+        char_vocab=char_vocab,
+        bigram_rows=bigram_rows,
+        max_words=max_words,
+        bigram_vectors=bigram_vectors,
+        bigram_table=bigram_table,
+    )
     ids = compute(texts) if cache is None else cache.ids(texts, compute)
     return assemble(ids, lexicon, word_rows=word_rows, bigram_vectors=bigram_vectors, bigram_table=bigram_table)
 

@@ -78,13 +78,12 @@ def decode_on_device(
             probs = run_probabilities(emissions, sizes, trans, start, end, paths, runs, temperature)
             parts.append(_as_int64(probs))
         host = _one_copy(parts)
-    n_runs = len(runs[0])
     if not host[4].all():
         return None
     found = (host[0], host[1], host[2], host[3])
     if not probabilities:
         return found, None
-    return found, _from_int64(host[5], probs.dtype) if n_runs else numpy.zeros(0)
+    return found, _from_int64(host[5], probs.dtype)
 
 
 def _as_int64(values: torch.Tensor) -> torch.Tensor:
