@@ -36,7 +36,7 @@ gradients, as before.
 """
 
 import contextlib
-from typing import Any, Dict, Iterator, Optional, Tuple, cast
+from typing import Any, Dict, Iterator, List, Optional, Tuple, cast
 
 import numpy
 import torch
@@ -46,6 +46,7 @@ from thinc.types import FloatsXd
 from ..nn.quantized import int8_copy
 from .arrays import xp_to_torch
 from .row_averages import RowAverages
+from .torch_steps import DenseStep, steps_in_torch, torch_step
 
 
 class InPlacePyTorchShim(PyTorchShim):
@@ -95,27 +96,34 @@ class InPlacePyTorchShim(PyTorchShim):
 
     def finish_update(self, optimizer: Optimizer) -> None:
         by_rows = plain_sgd(optimizer)
-        for name, param in self._model.named_parameters():
-            grad = param.grad
-            if grad is None:
-                continue
-            if grad.is_sparse and by_rows and not self._grad_scaler.found_inf:
+        in_torch = steps_in_torch(optimizer)
+        dense: List[DenseStep] = []
+        grads = [(name, param, param.grad) for name, param in self._model.named_parameters() if param.grad is not None]
+        for name, param, grad in grads:
+            if self._grad_scaler.found_inf:  # skip the step if any gradient overflowed
+                break
+            if grad.is_sparse and by_rows:
                 sgd_rows(optimizer, (self.id, name), param, grad, self.lr_scale, self.row_averages)
-            elif not self._grad_scaler.found_inf:  # skip the step if any gradient overflowed
-                record = self.row_averages.pop(name, None)
-                if record is not None:  # thinc's dense average goes on from exact values
-                    with torch.no_grad():
-                        record.view.copy_(record.current(param.detach()))
-                    if not record.shared:
-                        record.average[...] = torch2xp(record.view.cpu())
-                weights, _ = optimizer(
-                    (self.id, name),
-                    cast(FloatsXd, torch2xp(param.data)),
-                    cast(FloatsXd, torch2xp(grad.to_dense() if grad.is_sparse else grad)),
-                    lr_scale=self.lr_scale,
-                )
+                continue
+            record = self.row_averages.pop(name, None)
+            if record is not None:  # thinc's dense average goes on from exact values
                 with torch.no_grad():
-                    param.copy_(xp_to_torch(weights, device=param.device))
+                    record.view.copy_(record.current(param.detach()))
+                if not record.shared:
+                    record.average[...] = torch2xp(record.view.cpu())
+            if in_torch:
+                dense.append(((self.id, name), param, grad.to_dense() if grad.is_sparse else grad))
+                continue
+            weights, _ = optimizer(
+                (self.id, name),
+                cast(FloatsXd, torch2xp(param.data)),
+                cast(FloatsXd, torch2xp(grad.to_dense() if grad.is_sparse else grad)),
+                lr_scale=self.lr_scale,
+            )
+            with torch.no_grad():
+                param.copy_(xp_to_torch(weights, device=param.device))
+        torch_step(optimizer, dense, self.lr_scale)
+        for _, param, grad in grads:
             if grad.is_sparse:
                 param.grad = None
             else:
@@ -214,10 +222,10 @@ def sgd_rows(
         before = param.index_select(0, rows)
         if optimizer.L2 != 0 and not optimizer.L2_is_weight_decay:
             values = values + optimizer.L2 * before
-        if optimizer.grad_clip:
-            norm = float(torch.linalg.vector_norm(values))
-            if norm >= optimizer.grad_clip:
-                values = values * (optimizer.grad_clip / norm)
+        if optimizer.grad_clip:  # thinc's clipping, its factor kept on the device (no read-back)
+            clip = float(optimizer.grad_clip)
+            norm = torch.linalg.vector_norm(values)
+            values = values * torch.where(norm >= clip, clip / norm, torch.ones_like(norm))
         weights = before - lr_scale * optimizer.learn_rate * values
         if optimizer.L2 != 0 and optimizer.L2_is_weight_decay:
             weights -= lr_scale * optimizer.learn_rate * optimizer.L2 * weights

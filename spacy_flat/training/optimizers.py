@@ -29,6 +29,9 @@ class MomentumSGD(Optimizer):
     """
 
     momentum: float
+    # Its step is thinc's with the velocity in `mom1`, so the shim may take it in torch
+    # (`layers/torch_steps.py`) instead of calling it parameter by parameter.
+    steps_in_torch = True
 
     def __init__(self, learn_rate: FloatOrSeq, *, momentum: float, **kwargs: Any) -> None:
         if not 0.0 <= momentum < 1.0:
