@@ -1,7 +1,7 @@
 """The FLAT torch module as a thinc layer, and the one handle the component
 uses to reach it: device, shapes, CRF loss and decoding."""
 
-from typing import Callable, List, Optional, Sequence, Tuple, cast
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 import torch
@@ -75,7 +75,9 @@ class TorchTagger:
         """Initialize the character embeddings from a (rows, char_width) table."""
         self.module.set_char_vectors(torch.from_numpy(numpy.ascontiguousarray(table, dtype="float32")))
 
-    def loss(self, scores: Floats3d, gold: Sequence[Sequence[int]], weight: float = 1.0) -> Tuple[float, Floats3d]:
+    def loss(
+        self, scores: Floats3d, gold: Sequence[Sequence[int]], weight: float = 1.0, *, read: bool = True
+    ) -> Tuple[Union[float, torch.Tensor], Floats3d]:
         """CRF negative log-likelihood, averaged over the non-empty rows, and its
         gradient (zero for empty rows and rows without gold).
 
@@ -83,8 +85,10 @@ class TorchTagger:
         applied by the next `finish_update`.
 
         weight (float): Scales the loss and every gradient (beside a soft-target loss).
+        read (bool): Return the loss as a float; False: as a 0-d tensor left on the model's device.
         """
-        return self._backward(scores, [len(row) for row in gold], weight, lambda crf_input: self._nll(crf_input, gold))
+        lengths = [len(row) for row in gold]
+        return self._backward(scores, lengths, weight, lambda crf_input: self._nll(crf_input, gold), read=read)
 
     def soft_loss(
         self,
@@ -150,8 +154,10 @@ class TorchTagger:
         lengths: Sequence[int],
         weight: float,
         compute: Callable[[CrfInput], torch.Tensor],
-    ) -> Tuple[float, Floats3d]:
-        """Run a summed loss over the rows with `lengths` > 0, averaged, and backward."""
+        read: bool = True,
+    ) -> Tuple[Any, Floats3d]:
+        """Run a summed loss over the rows with `lengths` > 0, averaged, and backward; the loss
+        as a float, or (`read` False) as a detached 0-d tensor on the device."""
         rows = [b for b, n in enumerate(lengths) if n]
         if not rows:  # only empty docs: nothing to learn
             return 0.0, cast(Floats3d, scores * 0)
@@ -163,7 +169,7 @@ class TorchTagger:
         loss = compute((filled, mask, rows)) / max(1, len(rows))
         (loss * weight).backward()
         assert emissions.grad is not None
-        return float(loss.item()), cast(Floats3d, torch2xp(emissions.grad))
+        return float(loss.item()) if read else loss.detach(), cast(Floats3d, torch2xp(emissions.grad))
 
     def _nll(
         self, crf_input: Tuple[torch.Tensor, torch.Tensor, List[int]], gold: Sequence[Sequence[int]]

@@ -9,8 +9,9 @@ glue of labels, set-up and prediction.
 """
 
 import warnings
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
+import torch
 from spacy.pipeline import TrainablePipe
 from spacy.training import Example, validate_examples
 from thinc.api import Model, Optimizer
@@ -22,6 +23,7 @@ from ..lattice.windows import Segment, Segmenter
 from ..layers import TorchTagger
 from ..types import SoftTarget
 from .gold import gold_segments
+from .losses import DeviceLosses
 from .teaching import Teaching, check_labels, soft_loss
 
 
@@ -77,12 +79,17 @@ class LearnsFromExamples:
         if not any(gold) and self.teaching is None:
             return losses
         scores, backprop = self.model.begin_update(segments)
+        on_device = isinstance(losses, DeviceLosses)
+        loss: Union[float, torch.Tensor]
         if self.teaching is None:
-            loss, d_scores = self.tagger.loss(scores, gold)
+            loss, d_scores = self.tagger.loss(scores, gold, read=not on_device)
         else:
             loss, d_scores = self.teaching.loss(self.tagger, segments, scores, gold)
         backprop(d_scores)
-        losses[self.name] += loss
+        if isinstance(losses, DeviceLosses):  # read when the loop logs, not at every step
+            losses.add(self.name, loss)
+        else:
+            losses[self.name] += float(loss)
         if sgd is not None:
             self.finish_update(sgd)
         return losses
@@ -108,7 +115,8 @@ class LearnsFromExamples:
     def get_loss(self, examples: Iterable[Example], scores: Floats3d) -> Tuple[float, Floats3d]:
         """CRF loss and gradient of `scores` for the examples' reference entities."""
         _, gold = self._training_segments(list(examples))
-        return self.tagger.loss(scores, gold)
+        loss, d_scores = self.tagger.loss(scores, gold)
+        return float(loss), d_scores
 
     def distill(
         self,

@@ -86,7 +86,7 @@ class Teaching:
                 # Each loss backpropagates its weighted value (the CRF's own gradients too), so its
                 # gradient of the scores comes weighted; the loss it reports does not.
                 part, d_part = compute(weight)
-                loss, d_scores = loss + weight * part, d_scores + d_part
+                loss, d_scores = loss + weight * float(part), d_scores + d_part
         return loss, d_scores
 
 

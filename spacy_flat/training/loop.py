@@ -33,6 +33,7 @@ from wasabi import Printer
 
 from ..errors import FlatError
 from ..layers.featurizer import set_feature_cache
+from ..pipeline.losses import DeviceLosses
 from .batches import BatchStream
 from .checkpoints import Checkpoint, CheckpointStore
 from .fingerprint import CHANGES_THE_RUN, Fingerprint, check_resumable, fingerprint
@@ -221,6 +222,8 @@ class TrainingRun:
         if state.stop_reached(T["patience"], T["max_steps"]):
             return
         start_time = timer() - state.seconds
+        # flat_ner leaves its loss on the device (`DeviceLosses`): read when logged or saved.
+        state.losses = DeviceLosses(state.losses)
         for epoch, batch in self.stream:
             step = state.steps
             if T["before_update"]:
@@ -254,6 +257,8 @@ class TrainingRun:
                     score, other_scores = self.evaluate()
                 state.results.append((score, step))
                 is_best = score == max(state.results)[0]
+                if isinstance(state.losses, DeviceLosses):
+                    state.losses.read()
             state.words += sum(len(eg) for eg in batch)
             state.steps = step + 1
             state.seconds = timer() - start_time
@@ -268,7 +273,7 @@ class TrainingRun:
                 "words": state.words,
             }
             if is_best is not None:
-                state.losses = {}  # spaCy starts a new dict; `info` keeps the old one for the logger
+                state.losses = DeviceLosses()  # spaCy starts a new dict; `info` keeps the old one for the logger
             stop = state.stop_reached(T["patience"], T["max_steps"])
             yield batch, info, is_best
             if stop:
@@ -285,6 +290,8 @@ class TrainingRun:
 
     def checkpoint(self) -> Checkpoint:
         """Write everything the run needs to go on after the last step taken."""
+        if isinstance(self.state.losses, DeviceLosses):
+            self.state.losses.read()
         written = save_checkpoint(self)
         self.last_checkpoint = self.state.steps
         return written
