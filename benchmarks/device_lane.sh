@@ -11,6 +11,11 @@
 #   bash benchmarks/device_lane.sh profile          # where nlp.pipe's time goes on the GPU (profile_inference.py): the
 #       trained FLAT (the family part's, else trained here), device and NumPy decoding at batch 1, 64 and 256 over
 #       512 docs; its record (speed-gpu-profile-resume) to $OUT
+#   bash benchmarks/device_lane.sh training         # a cold and a warm training epoch through the real loop
+#       (benchmarks/training_speed.py), FLAT and DC-SAN: Resume whole, MSRA's 4,000 sentences scaled; beside the
+#       commit before the training-speed work where .devdata/base-8517047.tar.xz is carried (`git archive 8517047
+#       spacy_flat configs | xz > .devdata/base-8517047.tar.xz`): about 2 minutes alone, 5 with the baseline;
+#       its record (speed-training-gpu) to $OUT
 #   bash benchmarks/device_lane.sh groups           # device against CPU prediction groups (benchmarks/device_groups.py)
 #   bash benchmarks/device_lane.sh memory           # CUDA memory of one full prediction group (group_memory.py)
 #   bash benchmarks/device_lane.sh lattice          # Lattice LSTM training against the released design, both on the GPU
@@ -20,9 +25,9 @@
 #       half-precision copy in .devdata/m3e-small (benchmarks/device_model.py pack-hf, carried), resumable in
 #       training/teach/DATASET_trf_gpu; model-best comes back in parts under $OUT/teacherSEED, its record in $OUT
 #       (the site folder must hold the transformer packages: device_site.sh --transformers)
-# LANE_DEVICE=cpu: a dry run of tests, family and profile on a machine without CUDA (the installed environment, one
+# LANE_DEVICE=cpu: a dry run of tests, family, profile and training on a machine without CUDA (the installed environment, one
 # thread, tiny sizes, the CPU side of the device tests): every command line runs, nothing is measured.
-#   LANE_DEVICE=cpu OUT=/tmp/lane-dry bash benchmarks/device_lane.sh tests family profile
+#   LANE_DEVICE=cpu OUT=/tmp/lane-dry bash benchmarks/device_lane.sh tests family profile training
 # Each part's seconds and exit status go to $OUT/lane_times.txt. tests, family and profile stop (SIGINT, exit 124)
 # where the lane has run LANE_SECONDS (default 450 on a GPU, 900 in the dry run; cold start included), so that the
 # lane ends in time even where a part runs long: a part stopped so writes no record.
@@ -39,11 +44,13 @@ if [ "$DEVICE" = cpu ]; then
   FAMILY_SIZES=(--docs 600 --pool --b1-docs 8 --repeats 1 --batches 2 --parts inference training memory
     --trained-decodings torch numpy)
   PROFILE_SIZES=(--docs 500 --pool --batch-sizes 8 64 --decodings torch numpy)
+  TRAINING_SIZES=(--threads 1 --sentences resume=40 msra=40)
   python3 -c "import torch, spacy, thinc, spacy_flat; print('dry run on the CPU: torch', torch.__version__, 'spacy', spacy.__version__, 'thinc', thinc.__version__)"
 else
   GPU=0 STEPS=300 LANE_SECONDS=${LANE_SECONDS:-450}
   FAMILY_SIZES=(--docs 1600 --pool --b1-docs 100 --repeats 5 --large-batch 256 --parts inference training)
   PROFILE_SIZES=(--docs 512 --pool --batch-sizes 1 64 256 --decodings auto numpy)
+  TRAINING_SIZES=(--sentences msra=4000)
   if [ ! -d /tmp/devsite ]; then
     tar xJf .devdata/devsite.tar.xz -C /tmp
     PYTHONPATH=/tmp/devsite python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.log" 2>&1 \
@@ -56,11 +63,11 @@ fi
 failed=0
 for part in "$@"; do
   start=$SECONDS
-  if [ "$DEVICE" = cpu ] && [[ ! "$part" =~ ^(tests|family|profile)$ ]]; then
+  if [ "$DEVICE" = cpu ] && [[ ! "$part" =~ ^(tests|family|profile|training)$ ]]; then
     echo "part $part has no dry run"; exit 2
   fi
   left=$((LANE_SECONDS - SECONDS))
-  if [[ "$part" =~ ^(tests|family|profile)$ ]] && [ "$left" -le 0 ]; then
+  if [[ "$part" =~ ^(tests|family|profile|training)$ ]] && [ "$left" -le 0 ]; then
     echo "part $part: not run, the lane's $LANE_SECONDS s are spent" | tee -a "$OUT/lane_times.txt"; failed=1; continue
   fi
   case "$part" in
@@ -71,6 +78,15 @@ for part in "$@"; do
       timeout -s INT -k 15 "$left" python3 benchmarks/family.py --gpu-id "$GPU" "${FAMILY_SIZES[@]}" \
         --trained-steps "$STEPS" --trained-dir "$WORK/flat-resume-$STEPS" --allow-busy --results "$OUT" 2>&1 \
         | tee "$OUT/family_$DEVICE.log" ;;
+    training)
+      base=()
+      if [ -f .devdata/base-8517047.tar.xz ]; then
+        mkdir -p "$WORK/base-8517047" && tar xJf .devdata/base-8517047.tar.xz -C "$WORK/base-8517047"
+        base=(--baseline-path "$WORK/base-8517047")
+      fi
+      timeout -s INT -k 15 "$left" python3 benchmarks/training_speed.py resume msra --architectures flat dcsan \
+        --gpu-id "$GPU" "${TRAINING_SIZES[@]}" "${base[@]}" --allow-busy --results "$OUT" 2>&1 \
+        | tee "$OUT/training_$DEVICE.log" ;;
     groups)
       python3 benchmarks/device_groups.py --gpu-id 0 --architectures FLAT "Lattice LSTM" 2>&1 | tee "$OUT/groups_gpu.log" ;;
     memory)

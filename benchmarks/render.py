@@ -606,6 +606,45 @@ def gpu_profile(t: Tables) -> str:
     return table(columns, rows)
 
 
+TRAINING_SPEED = ("speed-training-cpu", "speed-training-gpu")
+ARCHITECTURE_LABELS = {"flat": "FLAT", "dcsan": "DC-SAN", "tener": "TENER", "lattice_lstm": "Lattice LSTM"}
+
+
+def training_speed(t: Tables) -> str:
+    """Seconds of a cold and a warm training epoch through the real loop (benchmarks/training_speed.py), on
+    CPU threads and on a GPU, beside the baseline commit's where it ran; a sentence for a missing record."""
+    rows = []
+    for rid in TRAINING_SPEED:
+        if rid not in t.records:
+            continue
+        rec = t.get(rid)
+        base = rec.get("setup", {}).get("baseline", "")
+        for r in rec["figures"]["rows"]:
+            where = f"{r['threads']} thread{'s' if r['threads'] > 1 else ''}" if r["threads"] else "GPU"
+            sample = f"{r['sentences']:,} sentences, scaled" if r.get("sentences") else "whole epochs"
+            before = r.get("base")
+            rows.append(
+                [
+                    DATASET_NAMES[r["dataset"]],
+                    ARCHITECTURE_LABELS[r["architecture"]],
+                    where,
+                    sample,
+                    num(r["cold_s"]["median"], 1),
+                    num(r["warm_s"]["median"], 1),
+                    f"{num(before['warm_s']['median'], 1)} ({base})" if before else "",
+                    f"{r['speedup_warm']:.2f}×" if before else "",
+                    f"{num(r['cache_mb'], 1)} MB" if r.get("cache_mb") is not None else "",
+                ]
+            )
+    if not rows:
+        return "No training-speed record yet: `python benchmarks/training_speed.py` writes `speed-training-cpu`."
+    columns = ["training set", "architecture", "where", "timed", "cold epoch s", "warm epoch s", "before", "gain",
+               "feature cache"]  # fmt: skip
+    missing = [rid for rid in TRAINING_SPEED if rid not in t.records]
+    note = f"\n\nNot measured yet: `{missing[0]}` (`bash benchmarks/device_lane.sh training`)." if missing else ""
+    return table(columns, rows) + note
+
+
 # ---- memory, long documents, annotation, training cost ----
 
 
@@ -942,6 +981,7 @@ TABLES: Dict[str, Callable[[Tables], str]] = {
     "probabilities-cost": probabilities_cost,
     "cpu-training": cpu_training,
     "cpu-family": cpu_family,
+    "training-speed": training_speed,
     "cpu-lattice-lstm": cpu_lattice_lstm,
     "lattice-lstm-batching": lattice_lstm_batching,
     "cpu-stages": cpu_stages,

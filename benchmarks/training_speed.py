@@ -73,7 +73,7 @@ def worker(spec: Dict[str, Any]) -> Dict[str, Any]:
         "training.max_steps": 0,
         **spec.get("overrides", {}),
     }
-    config = load_config(ROOT / "configs" / spec["config"], overrides=overrides, interpolate=False)
+    config = load_config(Path(spec["configs"]) / spec["config"], overrides=overrides, interpolate=False)
     if gpu >= 0:
         require_gpu(gpu)
     start = time.perf_counter()
@@ -143,8 +143,12 @@ def worktree(rev: str, folder: Path) -> Path:
 def measure(spec: Dict[str, Any], threads: int, package_root: Optional[Path]) -> Dict[str, Any]:
     """One worker process; `package_root` puts another commit's spacy_flat first on the path."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    # Each side trains its own commit's config (today's configs may name settings an older package lacks).
+    spec = dict(spec, configs=str(ROOT / "configs"))
     if package_root is not None:
         env["PYTHONPATH"] = str(package_root) + os.pathsep + env.get("PYTHONPATH", "")
+        if (package_root / "configs").is_dir():
+            spec["configs"] = str(package_root / "configs")
     with tempfile.TemporaryDirectory(prefix="training-speed-") as work:
         spec = dict(spec, work=work)
         done = subprocess.run(
@@ -159,20 +163,45 @@ def measure(spec: Dict[str, Any], threads: int, package_root: Optional[Path]) ->
 def summary(runs: List[Dict[str, Any]], scale: float) -> Dict[str, Any]:
     """Medians (and spread) of a row's runs, seconds scaled to the whole training set."""
 
-    def cell(key: str) -> Dict[str, float]:
-        values = [run[key] * scale for run in runs]
+    def cell(key: str, scaled: bool = True) -> Dict[str, float]:
+        values = [run[key] * (scale if scaled else 1.0) for run in runs]
         return {
             "median": round(statistics.median(values), 2),
             "min": round(min(values), 2),
             "max": round(max(values), 2),
         }
 
-    out: Dict[str, Any] = {"cold_s": cell("cold_s"), "warm_s": cell("warm_s"), "init_s": cell("init_s")}
+    out: Dict[str, Any] = {"cold_s": cell("cold_s"), "warm_s": cell("warm_s"), "init_s": cell("init_s", scaled=False)}
     out["peak_mb"] = round(max(run["peak_mb"] for run in runs))
     caches = [run["cache_mb"] for run in runs if run.get("cache_mb") is not None]
     if caches:
         out["cache_mb"] = round(max(caches) * scale, 1)
     return out
+
+
+def training_row(
+    dataset: str,
+    architecture: str,
+    threads: Optional[int],
+    head: List[Dict[str, Any]],
+    base: List[Dict[str, Any]],
+    used: int,
+    total: int,
+) -> Dict[str, Any]:
+    """A record's row: the medians of a dataset and architecture's runs (`worker`'s results), scaled
+    from `used` of the `total` training sentences, beside the baseline's runs (a round each) if any."""
+    scale = total / used
+    row: Dict[str, Any] = {"dataset": dataset, "architecture": architecture, "threads": threads}
+    if used < total:
+        row["sentences"] = used
+    row.update(summary(head, scale))
+    row["steps"] = head[0]["steps"]
+    if base:
+        row["base"] = summary(base, scale)
+        for key in ("warm", "cold"):
+            ratios = [b[f"{key}_s"] / h[f"{key}_s"] for b, h in zip(base, head)]
+            row[f"speedup_{key}"] = round(statistics.median(ratios), 2)
+    return row
 
 
 def main() -> None:
@@ -182,8 +211,13 @@ def main() -> None:
     parser.add_argument("--threads", nargs="+", type=int, default=[1, 2], help="CPU threads (ignored on a GPU)")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--baseline", default="", help="an earlier commit timed beside this checkout")
+    parser.add_argument(
+        "--baseline-path", type=Path, default=None, help="a folder with an earlier spacy_flat/ and configs/ (no git)"
+    )
     parser.add_argument("--rounds", type=int, default=1, help="processes per row and side")
-    parser.add_argument("--sentences", type=int, default=0, help="train on this many sentences (0: all)")
+    parser.add_argument(
+        "--sentences", nargs="*", default=[], metavar="[DATASET=]N", help="N sentences (of DATASET) only"
+    )
     parser.add_argument("--override", nargs="*", default=[], metavar="KEY=JSON", help="config overrides")
     parser.add_argument("--allow-busy", action="store_true")
     parser.add_argument("--worker", default="", help=argparse.SUPPRESS)
@@ -199,8 +233,10 @@ def main() -> None:
     load, load_before = load_average(), load_now()
     overrides = {key: json.loads(value) for key, value in (item.split("=", 1) for item in args.override)}
     threads = [0] if args.gpu_id >= 0 else args.threads
+    sentences = {name: int(n) for name, _, n in (item.rpartition("=") for item in args.sentences)}
     folder = Path(tempfile.mkdtemp(prefix="training-speed-base-"))
-    base_root = worktree(args.baseline, folder) if args.baseline else None
+    base_root = worktree(args.baseline, folder) if args.baseline else args.baseline_path
+    base_name = args.baseline or (args.baseline_path.name if args.baseline_path else "")
     rows: List[Dict[str, Any]] = []
     try:
         for dataset in args.datasets:
@@ -208,15 +244,15 @@ def main() -> None:
             from spacy.tokens import DocBin
 
             total = len(DocBin().from_disk(train))
-            used = min(args.sentences, total) if args.sentences else total
-            scale = total / used
+            wanted = sentences.get(dataset, sentences.get("", 0))
+            used = min(wanted, total) if wanted else total
             for arch in args.architectures:
                 for n in threads:
                     spec = {
                         "config": f"{dataset}{CONFIGS[arch]}.cfg",
                         "train": str(train),
                         "gpu_id": args.gpu_id,
-                        "sentences": args.sentences,
+                        "sentences": wanted,
                         "overrides": overrides,
                     }
                     runs: Dict[str, List[Dict[str, Any]]] = {"head": [], "base": []}
@@ -224,32 +260,23 @@ def main() -> None:
                         if base_root is not None:
                             runs["base"].append(measure(spec, n or 1, base_root))
                         runs["head"].append(measure(spec, n or 1, None))
-                    row: Dict[str, Any] = {"dataset": dataset, "architecture": arch, "threads": n or None}
-                    row.update(summary(runs["head"], scale))
-                    row["steps"] = runs["head"][0]["steps"]
-                    if runs["base"]:
-                        row["base"] = summary(runs["base"], scale)
-                        row["speedup_warm"] = round(
-                            statistics.median(b["warm_s"] / h["warm_s"] for b, h in zip(runs["base"], runs["head"])), 2
-                        )
-                        row["speedup_cold"] = round(
-                            statistics.median(b["cold_s"] / h["cold_s"] for b, h in zip(runs["base"], runs["head"])), 2
-                        )
+                    row = training_row(dataset, arch, n or None, runs["head"], runs["base"], used, total)
                     rows.append(row)
                     print(json.dumps(row), flush=True)
     finally:
-        if base_root is not None:
+        if args.baseline:
             subprocess.run(["git", "worktree", "remove", "--force", str(base_root)], cwd=ROOT, check=False)
     where = "GPU" if args.gpu_id >= 0 else "threads"
-    columns = ["dataset", "architecture", where, "cold s", "warm s"]
-    if args.baseline:
-        columns += [f"{args.baseline} cold s", f"{args.baseline} warm s", "warm gain"]
+    columns = ["dataset", "architecture", where, "sentences", "cold s", "warm s"]
+    if base_name:
+        columns += [f"{base_name} cold s", f"{base_name} warm s", "warm gain"]
     table = []
     for row in rows:
         cells = [
             row["dataset"],
             NAMES[row["architecture"]],
             str(row["threads"] or args.gpu_id),
+            f"{row['sentences']:,} (scaled)" if row.get("sentences") else "all",
             f"{row['cold_s']['median']:.1f}",
             f"{row['warm_s']['median']:.1f}",
         ]
@@ -260,9 +287,9 @@ def main() -> None:
     print(f"\n{load} before; after: {load_now()}; sentences: {args.sentences or 'all'}, scaled to whole epochs")
     print(markdown_table(columns, table))
     gpu = args.gpu_id >= 0
-    setup = {"rounds": args.rounds, "sentences": args.sentences or "all", "overrides": overrides}
-    if args.baseline:
-        setup["baseline"] = args.baseline
+    setup: Dict[str, Any] = {"rounds": args.rounds, "overrides": overrides}
+    if base_name:
+        setup["baseline"] = base_name
     record(
         "speed-training-gpu" if gpu else "speed-training-cpu",
         "speed-gpu" if gpu else "speed-cpu",

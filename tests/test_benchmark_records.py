@@ -385,3 +385,20 @@ def test_students_keep_their_teachers_targets_in_one_store_per_kind(tmp_path):
     assert store("soft", stores) == store("silver", stores) == str(stores / "marginals.sqlite")
     assert store("topk", stores) == str(stores / "top2.sqlite")
     assert store("soft", None) is None
+
+
+def test_training_speed_record_renders():
+    import training_speed
+
+    def run(cold: float, warm: float) -> Dict[str, Any]:
+        return {"init_s": 9.0, "cold_s": cold, "warm_s": warm, "steps": 12, "peak_mb": 900.0, "cache_mb": 2.0}
+
+    whole = training_speed.training_row("resume", "flat", 2, [run(30.0, 20.0)], [run(40.0, 38.0)], 3821, 3821)
+    assert whole["speedup_warm"] == 1.9 and "sentences" not in whole and whole["init_s"]["median"] == 9.0
+    sampled = training_speed.training_row("msra", "dcsan", 2, [run(3.0, 2.0), run(3.2, 2.2)], [], 4000, 41728)
+    # Seconds and the cache scaled from the sample to the whole file; the set-up is not.
+    assert sampled["sentences"] == 4000 and sampled["warm_s"]["median"] == round(2.1 * 41728 / 4000, 2)
+    assert sampled["init_s"]["median"] == 9.0 and "base" not in sampled
+    record = made_up("speed-training-cpu", "speed-cpu", {"rows": [whole, sampled]}, setup={"baseline": "8517047"})
+    text = rendered("training-speed", record)
+    assert "1.90×" in text and "4,000 sentences, scaled" in text and "speed-training-gpu" in text
