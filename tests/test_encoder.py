@@ -59,9 +59,13 @@ def literal_position_scores(attn: FlatAttention, fusion: PositionFusion, q, head
 
 @pytest.mark.parametrize("head_only", [False, True])
 @pytest.mark.parametrize("budget", [1 << 23, 64])
-def test_position_term_matches_literal(head_only, budget, monkeypatch):
-    """Values and gradients (to the queries, v, W_kR and W_r) equal the literal term's."""
+@pytest.mark.parametrize("splits", [1, 3])
+def test_position_term_matches_literal(head_only, budget, splits, monkeypatch):
+    """Values and gradients (to the queries, v, W_kR and W_r) equal the literal term's, the
+    queries of a length scored whole or in runs of heads against their own triples."""
     monkeypatch.setattr(position_scores_module, "POSITION_SCORE_BUDGET", budget)
+    monkeypatch.setattr(position_scores_module, "HEAD_SPLITS", splits)
+    monkeypatch.setattr(position_scores_module, "MIN_ROWS_TO_SPLIT", 1)
     torch.manual_seed(0)
     heads, tails, mask = random_lattice(4, seed=1)
     width, n_heads = 16, 4
@@ -92,6 +96,7 @@ def test_position_term_matches_literal(head_only, budget, monkeypatch):
 def test_position_scores_gradcheck(monkeypatch):
     """Finite differences agree with the hand-written backward, across several chunks."""
     monkeypatch.setattr(position_scores_module, "POSITION_SCORE_BUDGET", 40)
+    monkeypatch.setattr(position_scores_module, "MIN_ROWS_TO_SPLIT", 1)
     heads, tails, mask = random_lattice(3, seed=4)
     pos = relative_positions(heads, tails, mask)
     n_heads, hw = 2, 3
@@ -99,6 +104,20 @@ def test_position_scores_gradcheck(monkeypatch):
     qv = torch.randn(3, n_heads, heads.shape[1], hw, dtype=torch.float64, generator=gen, requires_grad=True)
     rk = torch.randn(n_heads, hw, pos.n_triples, dtype=torch.float64, generator=gen, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: position_scores(a, b, pos), (qv, rk))
+
+
+def test_runs_of_heads_score_fewer_triples():
+    """Cut into runs of heads, the chunks of a length's queries cover less of its block."""
+    heads, tails, mask = random_lattice(4, seed=1)
+    pos = relative_positions(heads, tails, mask)
+    whole = sum((u1 - u0) * len(rows) for u0, u1, rows in position_scores_module._plan_chunks(pos, 2))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(position_scores_module, "MIN_ROWS_TO_SPLIT", 1)
+        runs = position_scores_module._plan_chunks(pos, 2)
+    covered = sum((u1 - u0) * len(rows) for u0, u1, rows in runs)
+    assert covered < 0.8 * whole
+    rows = torch.cat([rows for _, _, rows in runs])
+    assert torch.equal(rows.sort().values, torch.nonzero(mask.transpose(0, 1).reshape(-1)).squeeze(1))
 
 
 def test_triples_are_deduplicated():

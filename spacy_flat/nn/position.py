@@ -24,8 +24,9 @@ class RelativePositions:
     """The distinct (hh, l_i, l_j) triples of a batch and each pair's triple.
 
     `index[b, i, j]` is the row of pair (i, j) in the triple table. Rows are
-    ordered by l_i first, so the triples of queries with one length form a
-    contiguous block (`query_length_start`).
+    ordered by l_i, then hh, then l_j: the triples of queries with one length form a
+    contiguous block (`query_length_start`), and within it the triples a query with
+    head h can meet (hh in [h - max_head, h]) form a contiguous run.
     """
 
     index: torch.Tensor  # (batch, n, n) int64
@@ -35,6 +36,8 @@ class RelativePositions:
     lengths: torch.Tensor  # (batch, n) int64 span length (tail - head) of each token
     mask: torch.Tensor  # (batch, n) bool, True for real tokens
     query_length_start: torch.Tensor  # (max_len + 2,) first triple row with l_i >= k
+    heads: torch.Tensor  # (batch, n) int64 head of each token (0 for padding)
+    max_head: int  # the batch's largest head
 
     @property
     def n_triples(self) -> int:
@@ -51,6 +54,8 @@ class RelativePositions:
             self.lengths[:, :n_queries],
             self.mask[:, :n_queries],
             self.query_length_start,
+            self.heads[:, :n_queries],
+            self.max_head,
         )
 
 
@@ -68,9 +73,9 @@ def relative_positions(heads: torch.Tensor, tails: torch.Tensor, mask: torch.Ten
     offset = int(heads.max().item()) if heads.numel() else 0
     n_hh = 2 * offset + 1
     hh = heads[:, :, None] - heads[:, None, :] + offset
-    # Dense keys ordered (l_i, l_j, hh); a presence table then a cumulative sum
+    # Dense keys ordered (l_i, hh, l_j); a presence table then a cumulative sum
     # compacts them without sorting n^2 keys.
-    key = (lengths[:, :, None] * n_len + lengths[:, None, :]) * n_hh + hh
+    key = (lengths[:, :, None] * n_hh + hh) * n_len + lengths[:, None, :]
     pair_mask = mask[:, :, None] & mask[:, None, :]
     key = key.masked_fill(~pair_mask, 0)
     present = torch.zeros(n_len * n_len * n_hh, dtype=torch.bool, device=heads.device)
@@ -79,12 +84,12 @@ def relative_positions(heads: torch.Tensor, tails: torch.Tensor, mask: torch.Ten
     compact = torch.cumsum(present, 0) - 1
     index = compact[key]
     keys = torch.nonzero(present).squeeze(1)
-    tri_hh = keys % n_hh - offset
-    rest = keys // n_hh
-    len_j = rest % n_len
-    len_i = rest // n_len
+    len_j = keys % n_len
+    rest = keys // n_len
+    tri_hh = rest % n_hh - offset
+    len_i = rest // n_hh
     starts = torch.searchsorted(len_i, torch.arange(n_len + 1, device=heads.device))
-    return RelativePositions(index, tri_hh, len_i, len_j, lengths, mask, starts)
+    return RelativePositions(index, tri_hh, len_i, len_j, lengths, mask, starts, heads, offset)
 
 
 def sinusoid(distances: torch.Tensor, width: int) -> torch.Tensor:

@@ -1,8 +1,10 @@
 """The position half of FLAT's attention scores, (q_i + v) . R_ij W_kR, as one autograd function.
 
 A query of span length a only meets triples with l_i = a, a contiguous block of
-the triple table (`RelativePositions.query_length_start`), so its scores are a
-matmul against that block followed by a gather of each pair's triple. Written
+the triple table (`RelativePositions.query_length_start`), and with head h only
+those with hh in [h - max_head, h], a contiguous run inside it (the table is
+ordered l_i, hh, l_j); so the scores of a run of queries are a matmul against the
+triples their heads can meet, followed by a gather of each pair's triple. Written
 with plain torch ops, `gather` keeps its whole input for backward: for the
 character rows that block is heads x characters x triples, several times the
 attention matrix, and it made a 300-character training batch of 10 peak at
@@ -13,6 +15,7 @@ backward, one chunk at a time.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any, List, Optional, Tuple
 
 import torch
@@ -23,6 +26,11 @@ from .position import RelativePositions
 # Bound on the transient (heads x rows x triples) block, in elements: rows are
 # processed in chunks under this size, forward and backward.
 POSITION_SCORE_BUDGET = 1 << 23
+# A length's query rows are cut into this many runs of heads: a run of heads h0..h1 meets the triples
+# with hh in [h0 - max_head, h1] only, about (1 + 1/splits) / 2 of the length's block, at the cost of
+# more and smaller matmuls; groups of fewer rows than MIN_ROWS_TO_SPLIT stay whole.
+HEAD_SPLITS = 8
+MIN_ROWS_TO_SPLIT = 128
 
 # (first triple row, end triple row, query rows) of one chunk.
 Chunk = Tuple[int, int, torch.Tensor]
@@ -45,24 +53,41 @@ def position_scores(qv: torch.Tensor, rk: torch.Tensor, pos: RelativePositions) 
 
 
 def _plan_chunks(pos: RelativePositions, heads: int) -> List[Chunk]:
-    """Group the (position-major) query rows by span length, then cut each group
-    into chunks whose block stays under POSITION_SCORE_BUDGET."""
+    """Group the (position-major) query rows by span length, cut each group into runs of
+    heads (`HEAD_SPLITS`), each scored against the triples its heads can meet only, then
+    cut each run into chunks whose block stays under POSITION_SCORE_BUDGET."""
     n_len = pos.query_length_start.shape[0] - 1
     # Padded rows get the key n_len, past every group, and are never scored.
     row_len = pos.lengths.masked_fill(~pos.mask, n_len).transpose(0, 1).reshape(-1)
-    order = torch.argsort(row_len, stable=True)
+    row_head = pos.heads.transpose(0, 1).reshape(-1)
+    head_range = pos.max_head + 1
+    order = torch.argsort(row_len * head_range + row_head)
     counts = torch.bincount(row_len, minlength=n_len + 1).tolist()
     starts = pos.query_length_start.tolist()
+    sorted_heads = row_head[order].tolist()
+    triple_hh = pos.hh.tolist()
     chunks: List[Chunk] = []
     offset = 0
     for a in range(n_len):
-        if not counts[a]:
+        count = counts[a]
+        if not count:
             continue
         u0, u1 = starts[a], starts[a + 1]
-        rows = order[offset : offset + counts[a]]
-        offset += counts[a]
-        step = max(1, POSITION_SCORE_BUDGET // max(1, heads * (u1 - u0)))
-        chunks.extend((u0, u1, rows[c0 : c0 + step]) for c0 in range(0, rows.shape[0], step))
+        group_heads, group_hh = sorted_heads[offset : offset + count], triple_hh[u0:u1]
+        splits = HEAD_SPLITS if count >= MIN_ROWS_TO_SPLIT else 1
+        width = -(-head_range // splits)
+        first = 0
+        while first < count:
+            low = group_heads[first]
+            end = bisect.bisect_right(group_heads, low + width - 1, first)
+            # A query with head h meets keys with heads 0..max_head: hh in [h - max_head, h].
+            v0 = u0 + bisect.bisect_left(group_hh, low - pos.max_head)
+            v1 = u0 + bisect.bisect_right(group_hh, group_heads[end - 1])
+            rows = order[offset + first : offset + end]
+            step = max(1, POSITION_SCORE_BUDGET // max(1, heads * (v1 - v0)))
+            chunks.extend((v0, v1, rows[c0 : c0 + step]) for c0 in range(0, rows.shape[0], step))
+            first = end
+        offset += count
     return chunks
 
 
