@@ -1,4 +1,4 @@
-"""Losses left on the model's device until read (pipeline/losses.py): the same numbers as the
+"""Losses left on the model's device until read (layers/losses.py): the same numbers as the
 floats' running sum, bit for bit on a CPU, and flat_ner's update adding its loss without reading it."""
 
 import copy
@@ -7,7 +7,7 @@ import numpy
 import torch
 from spacy.util import fix_random_seed
 
-from spacy_flat.pipeline.losses import DeviceLosses
+from spacy_flat.layers.losses import DeviceLosses
 
 from .conftest import build_small, tiny_examples
 from .test_device_decoding import SyncCounter

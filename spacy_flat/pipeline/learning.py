@@ -9,9 +9,8 @@ glue of labels, set-up and prediction.
 """
 
 import warnings
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-import torch
 from spacy.pipeline import TrainablePipe
 from spacy.training import Example, validate_examples
 from thinc.api import Model, Optimizer
@@ -21,9 +20,9 @@ from ..decoding.boundaries import BoundaryRules
 from ..decoding.tags import TagSet
 from ..lattice.windows import Segment, Segmenter
 from ..layers import TorchTagger
+from ..layers.losses import DeviceLosses
 from ..types import SoftTarget
 from .gold import gold_segments
-from .losses import DeviceLosses
 from .teaching import Teaching, check_labels, soft_loss
 
 
@@ -80,7 +79,7 @@ class LearnsFromExamples:
             return losses
         scores, backprop = self.model.begin_update(segments)
         on_device = isinstance(losses, DeviceLosses)
-        loss: Union[float, torch.Tensor]
+        loss: Any  # a float, or a tensor left on the device for DeviceLosses
         if self.teaching is None:
             loss, d_scores = self.tagger.loss(scores, gold, read=not on_device)
         else:

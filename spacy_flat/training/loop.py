@@ -33,7 +33,7 @@ from wasabi import Printer
 
 from ..errors import FlatError
 from ..layers.featurizer import set_feature_cache
-from ..pipeline.losses import DeviceLosses
+from ..layers.losses import DeviceLosses
 from .batches import BatchStream
 from .checkpoints import Checkpoint, CheckpointStore
 from .fingerprint import CHANGES_THE_RUN, Fingerprint, check_resumable, fingerprint
