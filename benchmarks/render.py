@@ -614,9 +614,8 @@ def training_speed(t: Tables) -> str:
     """Seconds of a cold and a warm training epoch through the real loop (benchmarks/training_speed.py), on
     CPU threads and on a GPU, beside the baseline commit's where it ran; a sentence for a missing record."""
     rows = []
-    for rid in TRAINING_SPEED:
-        if rid not in t.records:
-            continue
+    measured = sorted(rid for rid in t.records if rid.startswith(TRAINING_SPEED))
+    for rid in sorted(measured, key=lambda rid: (rid.startswith("speed-training-gpu"), rid)):
         rec = t.get(rid)
         base = rec.get("setup", {}).get("baseline", "")
         for r in rec["figures"]["rows"]:
@@ -640,7 +639,7 @@ def training_speed(t: Tables) -> str:
         return "No training-speed record yet: `python benchmarks/training_speed.py` writes `speed-training-cpu`."
     columns = ["training set", "architecture", "where", "timed", "cold epoch s", "warm epoch s", "before", "gain",
                "feature cache"]  # fmt: skip
-    missing = [rid for rid in TRAINING_SPEED if rid not in t.records]
+    missing = [rid for rid in TRAINING_SPEED if not any(m.startswith(rid) for m in measured)]
     note = f"\n\nNot measured yet: `{missing[0]}` (`bash benchmarks/device_lane.sh training`)." if missing else ""
     return table(columns, rows) + note
 
