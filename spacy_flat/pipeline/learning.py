@@ -9,7 +9,7 @@ glue of labels, set-up and prediction.
 """
 
 import warnings
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, cast
 
 from spacy.pipeline import TrainablePipe
 from spacy.training import Example, validate_examples
@@ -85,8 +85,8 @@ class LearnsFromExamples:
         else:
             loss, d_scores = self.teaching.loss(self.tagger, segments, scores, gold)
         backprop(d_scores)
-        if isinstance(losses, DeviceLosses):  # read when the loop logs, not at every step
-            losses.add(self.name, loss)
+        if on_device:  # read when the loop logs, not at every step
+            cast(DeviceLosses, losses).add(self.name, loss)
         else:
             losses[self.name] += float(loss)
         if sgd is not None:
