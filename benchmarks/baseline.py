@@ -27,6 +27,20 @@ from spacy_flat.lattice.windows import Segment
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def extract(rev: str, folder: Path, *paths: str) -> Path:
+    """Write `rev`'s files under `paths` (as `git archive` gives them) into `folder`.
+
+    RETURNS (Path): `folder`.
+    """
+    archive = folder / "package.tar"
+    with open(archive, "wb") as out:
+        subprocess.run(["git", "archive", rev, *paths], cwd=ROOT, check=True, stdout=out)
+    with tarfile.open(archive) as tar:
+        tar.extractall(folder, filter="data")
+    archive.unlink()
+    return folder
+
+
 def load_package(rev: str) -> types.ModuleType:
     """Extract `rev`'s `spacy_flat` as a package of another name and import it.
 
@@ -36,12 +50,7 @@ def load_package(rev: str) -> types.ModuleType:
         ["git", "rev-parse", "--short", rev], cwd=ROOT, check=True, capture_output=True, text=True
     ).stdout.strip()
     name = f"spacy_flat_{sha}"
-    folder = Path(tempfile.mkdtemp(prefix="spacy-flat-baseline-"))
-    archive = folder / "package.tar"
-    with open(archive, "wb") as out:
-        subprocess.run(["git", "archive", rev, "spacy_flat"], cwd=ROOT, check=True, stdout=out)
-    with tarfile.open(archive) as tar:
-        tar.extractall(folder, filter="data")
+    folder = extract(rev, Path(tempfile.mkdtemp(prefix="spacy-flat-baseline-")), "spacy_flat")
     (folder / "spacy_flat").rename(folder / name)
     (folder / name / "__init__.py").write_text('"""An earlier commit\'s spacy_flat, registering nothing."""\n')
     sys.path.insert(0, str(folder))

@@ -614,8 +614,10 @@ def training_speed(t: Tables) -> str:
     """Seconds of a cold and a warm training epoch through the real loop (benchmarks/training_speed.py), on
     CPU threads and on a GPU, beside the baseline commit's where it ran; a sentence for a missing record."""
     rows = []
-    measured = sorted(rid for rid in t.records if rid.startswith(TRAINING_SPEED))
-    for rid in sorted(measured, key=lambda rid: (rid.startswith("speed-training-gpu"), rid)):
+    # The CPU records first, then the GPU's.
+    measured = [rid for rid in t.records if rid.startswith(TRAINING_SPEED)]
+    measured.sort(key=lambda rid: ("-gpu" in rid, rid))
+    for rid in measured:
         rec = t.get(rid)
         base = rec.get("setup", {}).get("baseline", "")
         for r in rec["figures"]["rows"]:

@@ -7,11 +7,11 @@ or model written. The cold epoch runs from the loop's start (the corpus read int
 to the first step of the second epoch; the warm epoch from there to the end of the last step (a GPU
 is synchronised at both marks only). The pipeline's set-up (`init_nlp`) is timed apart.
 
-With `--baseline REV` the same runs go at an earlier commit's package (a temporary worktree on
-PYTHONPATH), alternating with today's process by process, so a drift in the machine's speed reaches
-both alike; the gain is the median of the round ratios.
+With `--baseline REV` the same runs go at an earlier commit's package and configs (extracted by
+`git archive` into a temporary folder on PYTHONPATH), alternating with today's process by process, so
+a drift in the machine's speed reaches both alike; the gain is the median of the round ratios.
 
-`--sentences N` trains on N training sentences spread evenly over the file (their lengths are the
+`--sentences [DATASET=]N` trains on N training sentences spread evenly over the file (their lengths are the
 epoch's) and scales the seconds to the whole training set; the table says so.
 
     python benchmarks/training_speed.py msra --architectures flat dcsan --threads 2 --baseline 8517047
@@ -33,7 +33,10 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from spacy.tokens import DocBin
+
 sys.path.insert(0, str(Path(__file__).parent))
+from baseline import extract
 from common import ROOT, load_average, markdown_table, require_quiet, splits
 from results import load_now, record, results_option
 
@@ -47,7 +50,6 @@ def worker(spec: Dict[str, Any]) -> Dict[str, Any]:
     import resource
 
     import torch
-    from spacy.tokens import DocBin
     from spacy.training.initialize import init_nlp
     from spacy.util import load_config
     from thinc.api import require_gpu
@@ -134,13 +136,6 @@ def worker(spec: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
-def worktree(rev: str, folder: Path) -> Path:
-    """A detached checkout of `rev` under `folder`, its corpus/ the checkout's."""
-    path = folder / "base"
-    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(path), rev], cwd=ROOT, check=True)
-    return path
-
-
 def measure(spec: Dict[str, Any], threads: int, package_root: Optional[Path]) -> Dict[str, Any]:
     """One worker process; `package_root` puts another commit's spacy_flat first on the path."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -205,6 +200,40 @@ def training_row(
     return row
 
 
+def measure_rows(
+    args: argparse.Namespace,
+    sentences: Dict[str, int],
+    overrides: Dict[str, Any],
+    threads: List[int],
+    base_root: Optional[Path],
+) -> List[Dict[str, Any]]:
+    """A row per dataset, architecture and thread count, each from `args.rounds` processes a side."""
+    rows: List[Dict[str, Any]] = []
+    for dataset in args.datasets:
+        train = splits(dataset)["train"]
+        total = len(DocBin().from_disk(train))
+        wanted = sentences.get(dataset, sentences.get("", 0))
+        used = min(wanted, total) if wanted else total
+        for arch in args.architectures:
+            for n in threads:
+                spec = {
+                    "config": f"{dataset}{CONFIGS[arch]}.cfg",
+                    "train": str(train),
+                    "gpu_id": args.gpu_id,
+                    "sentences": wanted,
+                    "overrides": overrides,
+                }
+                runs: Dict[str, List[Dict[str, Any]]] = {"head": [], "base": []}
+                for _ in range(args.rounds):
+                    if base_root is not None:
+                        runs["base"].append(measure(spec, n or 1, base_root))
+                    runs["head"].append(measure(spec, n or 1, None))
+                row = training_row(dataset, arch, n or None, runs["head"], runs["base"], used, total)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("datasets", nargs="*", help="resume, weibo or msra")
@@ -235,38 +264,13 @@ def main() -> None:
     overrides = {key: json.loads(value) for key, value in (item.split("=", 1) for item in args.override)}
     threads = [0] if args.gpu_id >= 0 else args.threads
     sentences = {name: int(n) for name, _, n in (item.rpartition("=") for item in args.sentences)}
-    folder = Path(tempfile.mkdtemp(prefix="training-speed-base-"))
-    base_root = worktree(args.baseline, folder) if args.baseline else args.baseline_path
-    base_name = args.baseline or (args.baseline_path.name if args.baseline_path else "")
-    rows: List[Dict[str, Any]] = []
-    try:
-        for dataset in args.datasets:
-            train = splits(dataset)["train"]
-            from spacy.tokens import DocBin
-
-            total = len(DocBin().from_disk(train))
-            wanted = sentences.get(dataset, sentences.get("", 0))
-            used = min(wanted, total) if wanted else total
-            for arch in args.architectures:
-                for n in threads:
-                    spec = {
-                        "config": f"{dataset}{CONFIGS[arch]}.cfg",
-                        "train": str(train),
-                        "gpu_id": args.gpu_id,
-                        "sentences": wanted,
-                        "overrides": overrides,
-                    }
-                    runs: Dict[str, List[Dict[str, Any]]] = {"head": [], "base": []}
-                    for _ in range(args.rounds):
-                        if base_root is not None:
-                            runs["base"].append(measure(spec, n or 1, base_root))
-                        runs["head"].append(measure(spec, n or 1, None))
-                    row = training_row(dataset, arch, n or None, runs["head"], runs["base"], used, total)
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
-    finally:
-        if args.baseline:
-            subprocess.run(["git", "worktree", "remove", "--force", str(base_root)], cwd=ROOT, check=False)
+    with tempfile.TemporaryDirectory(prefix="training-speed-base-") as folder:
+        # An earlier commit's package and configs, as --baseline-path would hold them.
+        base_root = (
+            extract(args.baseline, Path(folder), "spacy_flat", "configs") if args.baseline else args.baseline_path
+        )
+        base_name = args.baseline or (args.baseline_path.name if args.baseline_path else "")
+        rows = measure_rows(args, sentences, overrides, threads, base_root)
     where = "GPU" if args.gpu_id >= 0 else "threads"
     columns = ["dataset", "architecture", where, "sentences", "cold s", "warm s"]
     if base_name:

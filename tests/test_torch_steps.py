@@ -116,3 +116,17 @@ def test_a_torch_step_reads_nothing_back():
     with SyncCounter() as counter:
         torch_step(optimizer, steps)
     assert counter.seen == []
+
+
+def test_devices_without_a_fused_kernel_step_the_same(monkeypatch):
+    """The foreach fallback (a device torch has no fused Adam for) steps as the fused kernel does."""
+    fused = _run(Adam(0.01, grad_clip=5.0, use_averages=True), [True] * 4, 0.3)
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("no fused Adam here")
+
+    monkeypatch.setattr(torch, "_fused_adam_", refuse)
+    fallback = _run(Adam(0.01, grad_clip=5.0, use_averages=True), [True] * 4, 0.3)
+    for f, o in zip(fused, fallback):
+        numpy.testing.assert_allclose(o, f, rtol=2e-5, atol=2e-6)
+    assert not numpy.allclose(fallback[0], _params(0)[0])

@@ -99,9 +99,8 @@ class InPlacePyTorchShim(PyTorchShim):
         in_torch = steps_in_torch(optimizer)
         dense: List[DenseStep] = []
         grads = [(name, param, param.grad) for name, param in self._model.named_parameters() if param.grad is not None]
-        for name, param, grad in grads:
-            if self._grad_scaler.found_inf:  # skip the step if any gradient overflowed
-                break
+        # Skip the step if any gradient overflowed (mixed precision).
+        for name, param, grad in [] if self._grad_scaler.found_inf else grads:
             if grad.is_sparse and by_rows:
                 sgd_rows(optimizer, (self.id, name), param, grad, self.lr_scale, self.row_averages)
                 continue
