@@ -380,3 +380,33 @@ def test_device_runs_wait_for_the_gpu_only_where_expected(saved: Dict[str, Path]
     assert all(runs is not None for runs in found)
     assert len(found[0][0][0]) > 0 and found[1][1] is None
     assert len(counter.seen) <= 4, counter.seen  # two a call
+
+
+# ---- a training step on the device ----
+
+
+@pytest.mark.parametrize("architecture", ["flat", "dcsan", "tener"])
+def test_a_training_step_on_the_gpu_never_waits_for_it(
+    saved: Dict[str, Path], architecture: str, monkeypatch: pytest.MonkeyPatch
+):
+    """`nlp.update` as the training loop calls it (the loss left on the device in `DeviceLosses`) under
+    sync debug mode "error": FLAT's positions planned on the host, the inputs and gold tags copied from
+    pinned memory, the loss, backward and the optimizer's step queued, nothing read back."""
+    import spacy_flat.layers.torch_wrapper as torch_wrapper
+    from spacy_flat.layers.losses import DeviceLosses
+
+    from .conftest import tiny_examples
+
+    if DRY_RUN:  # plan on the host as on a GPU
+        monkeypatch.setattr(torch_wrapper, "plans_positions_on_host", lambda device: True)
+
+    with on_gpu():
+        nlp = on_device(saved[architecture])
+        optimizer = nlp.create_optimizer()
+        batch = tiny_examples(nlp)[:8]
+        nlp.update(batch, sgd=optimizer, losses=DeviceLosses())  # allocations and kernels made once
+        losses = DeviceLosses()
+        with SyncCounter() as counter, sync_debug_error():
+            nlp.update(batch, sgd=optimizer, losses=losses)
+        assert losses.read()["flat_ner"] > 0
+    assert counter.seen == [], counter.seen

@@ -15,6 +15,7 @@ from ..nn.crf import FORBIDDEN, ConstrainedCRF
 from ..nn.encoder import FlatTagger
 from ..nn.posteriors import soft_target_loss
 from ..nn.top_paths import crf_k_best, top_paths_loss
+from ..nn.transfer import to_device
 from ..types import TopPaths
 from .arrays import host_emissions, xp_to_torch
 from .device_decoder import HostRuns, decode_on_device
@@ -112,7 +113,7 @@ class TorchTagger:
                 row = targets[b]
                 assert row is not None
                 wanted[k, : len(row)] = row
-            module_targets = torch.from_numpy(wanted).to(emissions.device)
+            module_targets = to_device(wanted, emissions.device)
             return soft_target_loss(self._crf, emissions, mask, module_targets, temperature)
 
         return self._backward(scores, lengths, weight, compute)
@@ -143,7 +144,7 @@ class TorchTagger:
                 paths[i, : len(row.paths), : row.paths.shape[1]] = row.paths
                 weights[i, : len(row.probabilities)] = row.probabilities
             device = emissions.device
-            module_paths, module_weights = torch.from_numpy(paths).to(device), torch.from_numpy(weights).to(device)
+            module_paths, module_weights = to_device(paths, device), to_device(weights, device)
             return top_paths_loss(self._crf, emissions, mask, module_paths, module_weights, temperature)
 
         return self._backward(scores, lengths, weight, compute)
@@ -164,7 +165,7 @@ class TorchTagger:
         emissions = xp_to_torch(scores, requires_grad=True, device=self.device)
         # Cut to these rows' longest: the batch's longest row may be one without targets.
         width = min(max(lengths[b] for b in rows), emissions.shape[1])
-        filled = (emissions[rows] if len(rows) < len(lengths) else emissions)[:, :width]
+        filled = (emissions[to_device(rows, self.device)] if len(rows) < len(lengths) else emissions)[:, :width]
         mask = _padded([lengths[b] for b in rows], self.device)[:, :width]
         loss = compute((filled, mask, rows)) / max(1, len(rows))
         (loss * weight).backward()
@@ -175,10 +176,10 @@ class TorchTagger:
         self, crf_input: Tuple[torch.Tensor, torch.Tensor, List[int]], gold: Sequence[Sequence[int]]
     ) -> torch.Tensor:
         emissions, mask, rows = crf_input
-        tags = torch.zeros(mask.shape, dtype=torch.long)
+        tags = numpy.zeros(mask.shape, dtype="int64")
         for k, b in enumerate(rows):
-            tags[k, : len(gold[b])] = torch.as_tensor(gold[b], dtype=torch.long)
-        return self.module.loss(emissions, tags.to(emissions.device), mask)
+            tags[k, : len(gold[b])] = gold[b]
+        return self.module.loss(emissions, to_device(tags, emissions.device), mask)
 
     @property
     def _crf(self) -> ConstrainedCRF:
@@ -285,11 +286,11 @@ class TorchTagger:
         # Rows come sorted by length (`length_buckets`): select them even when all are there.
         emissions = xp_to_torch(scores[rows, :width], device=self.device)
         if forbidden is not None:
-            chosen = torch.from_numpy(numpy.ascontiguousarray(forbidden[rows, :width])).to(self.device)
+            chosen = to_device(forbidden[rows, :width], self.device)
             emissions = emissions.masked_fill(chosen, FORBIDDEN)
         return emissions, _padded([lengths[b] for b in rows], self.device)
 
 
 def _padded(lengths: Sequence[int], device: torch.device) -> torch.Tensor:
     width = max(lengths)
-    return torch.arange(width, device=device)[None, :] < torch.as_tensor(list(lengths), device=device)[:, None]
+    return torch.arange(width, device=device)[None, :] < to_device(lengths, device)[:, None]

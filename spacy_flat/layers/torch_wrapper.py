@@ -12,6 +12,8 @@ from thinc.types import Floats2d, Floats3d
 
 from ..lattice.features import FlatBatch
 from ..nn.encoder import FlatTagger
+from ..nn.position_plan import plan_positions
+from ..nn.transfer import to_device
 from ..settings import FlatSettings
 from .arrays import xp_to_torch
 from .shim import InPlacePyTorchShim
@@ -41,11 +43,18 @@ def torch_tagger(settings: FlatSettings) -> Model[FlatBatch, Floats3d]:
     )
 
 
+def plans_positions_on_host(device: torch.device) -> bool:
+    """Whether FLAT's relative positions are planned on the host (`nn/position_plan.py`):
+    off the CPU, where indexing them on the device would make the host wait for it."""
+    return device.type != "cpu"
+
+
 def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[ArgsKwargs, Callable]:
-    device = next(model.shims[0]._model.parameters()).device
+    module = model.shims[0]._model
+    device = next(module.parameters()).device
 
     def tensor(array: Optional[numpy.ndarray]) -> Optional[torch.Tensor]:
-        return None if array is None else torch.from_numpy(numpy.ascontiguousarray(array)).to(device)
+        return None if array is None else to_device(array, device)
 
     kwargs: dict = {
         "char_rows": tensor(batch.char_rows),
@@ -64,6 +73,9 @@ def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[Arg
         "word_weights": tensor(batch.word_weights),
         "recompute": batch.recompute,
     }
+    if module.position is not None and plans_positions_on_host(device):
+        n_chars = batch.char_mask.shape[1]
+        kwargs["positions"] = plan_positions(batch.heads, batch.tails, batch.token_mask, (n_chars,)).to(device)
     if batch.char_features is not None:
         kwargs["char_features"] = xp_to_torch(batch.char_features, requires_grad=is_train, device=device)
 

@@ -126,13 +126,15 @@ class DcsanInput(nn.Module):
         words: torch.Tensor,
         heads: torch.Tensor,
         tails: torch.Tensor,
+        char_index: torch.Tensor,
         word_index: torch.Tensor,
         token_mask: torch.Tensor,
         char_mask: torch.Tensor,
         word_weights: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        """chars (N_c, d) projected; words (N_w, d_w) embedded; word_weights (N_w,)
-        z(w) + b or None → F (B, C, d) over characters only."""
+        """chars (N_c, d) projected; words (N_w, d_w) embedded; char_index (N_c,) and
+        word_index (N_w,) their flat positions in (B * n); word_weights (N_w,) z(w) + b or
+        None → F (B, C, d) over characters only."""
         batch, n = heads.shape
         n_chars = char_mask.shape[1]
         laid = words.new_zeros(batch * n, words.shape[1]).index_copy(0, word_index, words).view(batch, n, -1)
@@ -142,6 +144,8 @@ class DcsanInput(nn.Module):
         if word_weights is not None:
             weights = words.new_zeros(batch * n).index_copy(0, word_index, word_weights.to(words.dtype)).view(batch, n)
         y = self.sets(soft_lexicon(laid, heads, tails, is_word, n_chars, weights, self.floor))
-        x = chars.new_zeros(batch, n_chars, chars.shape[1])
-        x[char_mask] = chars
+        # Characters open every row: position b * n + c of the lattice is b * C + c here. An index
+        # copy, not a boolean-mask write, whose size is data (a GPU would wait for it to be read).
+        rows = char_index // n * n_chars + char_index % n
+        x = chars.new_zeros(batch * n_chars, chars.shape[1]).index_copy(0, rows, chars).view(batch, n_chars, -1)
         return self.fusion(self.cross(y, x, char_mask), y)

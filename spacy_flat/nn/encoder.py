@@ -153,6 +153,7 @@ class FlatTagger(nn.Module):
         word_types: Optional[torch.Tensor] = None,
         word_weights: Optional[torch.Tensor] = None,
         recompute: bool = False,
+        positions: Optional[RelativePositions] = None,
     ) -> torch.Tensor:
         """Emission scores for every character.
 
@@ -169,6 +170,8 @@ class FlatTagger(nn.Module):
             recompute them there (torch's activation checkpointing, same dropout
             masks), so a batch encoded in several groups holds one group's
             attention at a time.
+        positions (Optional[RelativePositions]): FLAT's relative positions planned on
+            the host (`position_plan.py`); None: indexed here from heads and tails.
         RETURNS (torch.Tensor): (B, n_chars_max, n_tags) emissions.
         """
         batch, n = heads.shape
@@ -200,14 +203,22 @@ class FlatTagger(nn.Module):
             return self.output(self.output_dropout(x))
         if self.dcsan is not None:
             x = self.dcsan(
-                chars, self.embed_dropout(words), heads, tails, word_index, token_mask, char_mask, word_weights
+                chars,
+                self.embed_dropout(words),
+                heads,
+                tails,
+                char_index,
+                word_index,
+                token_mask,
+                char_mask,
+                word_weights,
             )
             token_mask = char_mask  # the self-lattice layers read characters only
         else:
             words = self.word_proj(self.embed_dropout(words))
             x = chars.new_zeros(batch * n, self.width)
             x = x.index_copy(0, char_index, chars).index_copy(0, word_index, words).view(batch, n, self.width)
-        inputs = self._layer_inputs(heads, tails, token_mask)
+        inputs = self._layer_inputs(heads, tails, token_mask, positions)
         n_chars = char_mask.shape[1]
         for k, layer in enumerate(self.layers):
             # Only characters reach the output, so the last layer computes no word rows
@@ -243,12 +254,14 @@ class FlatTagger(nn.Module):
             char_mask.shape[1],
         )
 
-    def _layer_inputs(self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor) -> tuple:
+    def _layer_inputs(
+        self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor, planned: Optional[RelativePositions]
+    ) -> tuple:
         """What each layer reads besides x: FLAT's fused positions, the distinct
         triples and the mask; TENER's mask alone (its positions are fixed)."""
         if self.position is None:
             return (self._attention_mask(heads, tails, token_mask, None),)
-        pos = relative_positions(heads, tails, token_mask)
+        pos = planned if planned is not None else relative_positions(heads, tails, token_mask)
         return self.position(pos), pos, self._attention_mask(heads, tails, token_mask, pos)
 
     def _attention_mask(

@@ -12,11 +12,17 @@ of four per-distance tables W_r,k p(d), each only (2D + 1) x d_model.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
+
+# (first triple row, end triple row, first and end position in the sorted query rows) of one run
+# of queries scored against one stretch of the triple table (`position_scores.head_runs`).
+Run = Tuple[int, int, int, int]
+# The query rows (position-major) sorted by span length then head, and their runs.
+QueryPlan = Tuple[torch.Tensor, List[Run]]
 
 
 @dataclass
@@ -38,6 +44,10 @@ class RelativePositions:
     query_length_start: torch.Tensor  # (max_len + 2,) first triple row with l_i >= k
     heads: torch.Tensor  # (batch, n) int64 head of each token (0 for padding)
     max_head: int  # the batch's largest head
+    # Planned on the host (`position_plan.py`): the lowest and highest of the four distances,
+    # and the query plans by number of query positions; None: read from the tensors when needed.
+    distance_range: Optional[Tuple[int, int]] = None
+    query_plans: Optional[Dict[int, QueryPlan]] = None
 
     @property
     def n_triples(self) -> int:
@@ -46,21 +56,19 @@ class RelativePositions:
     def queries(self, n_queries: int) -> RelativePositions:
         """The same triples seen from the first `n_queries` tokens of each row only
         (the characters, for a last layer whose word rows nobody reads)."""
-        return RelativePositions(
-            self.index[:, :n_queries],
-            self.hh,
-            self.len_i,
-            self.len_j,
-            self.lengths[:, :n_queries],
-            self.mask[:, :n_queries],
-            self.query_length_start,
-            self.heads[:, :n_queries],
-            self.max_head,
+        return replace(
+            self,
+            index=self.index[:, :n_queries],
+            lengths=self.lengths[:, :n_queries],
+            mask=self.mask[:, :n_queries],
+            heads=self.heads[:, :n_queries],
         )
 
 
 def relative_positions(heads: torch.Tensor, tails: torch.Tensor, mask: torch.Tensor) -> RelativePositions:
-    """Index the distinct position triples of a batch.
+    """Index the distinct position triples of a batch, on the tensors' device. Their sizes
+    are read back (a GPU waits for them); `position_plan.plan_positions` computes the same
+    on the host.
 
     heads (torch.Tensor): (batch, n) int64 head positions.
     tails (torch.Tensor): (batch, n) int64 tail positions.
@@ -128,8 +136,11 @@ class PositionFusion(nn.Module):
         th = pos.hh + pos.len_i
         ht = pos.hh - pos.len_j
         tt = pos.hh + pos.len_i - pos.len_j
-        lo = int(torch.minimum(pos.hh.min(), tt.min()).minimum(ht.min()).item())
-        hi = int(torch.maximum(pos.hh.max(), tt.max()).maximum(th.max()).item())
+        if pos.distance_range is not None:
+            lo, hi = pos.distance_range
+        else:  # two reads of the device
+            lo = int(torch.minimum(pos.hh.min(), tt.min()).minimum(ht.min()).item())
+            hi = int(torch.maximum(pos.hh.max(), tt.max()).maximum(th.max()).item())
         kinds = (pos.hh, th, ht, tt)
         n_kinds = 1 if self.head_only else 4
         lo, tables = self._tables(lo, hi, n_kinds)

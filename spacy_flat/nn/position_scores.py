@@ -16,12 +16,12 @@ backward, one chunk at a time.
 from __future__ import annotations
 
 import bisect
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import torch
 from torch.autograd.function import once_differentiable
 
-from .position import RelativePositions
+from .position import RelativePositions, Run
 
 # Bound on the transient (heads x rows x triples) block, in elements: rows are
 # processed in chunks under this size, forward and backward.
@@ -55,20 +55,49 @@ def position_scores(qv: torch.Tensor, rk: torch.Tensor, pos: RelativePositions) 
 def _plan_chunks(pos: RelativePositions, heads: int) -> List[Chunk]:
     """Group the (position-major) query rows by span length, cut each group into runs of
     heads (`HEAD_SPLITS`), each scored against the triples its heads can meet only, then
-    cut each run into chunks whose block stays under POSITION_SCORE_BUDGET."""
-    n_len = pos.query_length_start.shape[0] - 1
-    # Padded rows get the key n_len, past every group, and are never scored.
-    row_len = pos.lengths.masked_fill(~pos.mask, n_len).transpose(0, 1).reshape(-1)
-    row_head = pos.heads.transpose(0, 1).reshape(-1)
-    head_range = pos.max_head + 1
-    order = torch.argsort(row_len * head_range + row_head)
-    counts = torch.bincount(row_len, minlength=n_len + 1).tolist()
-    starts = pos.query_length_start.tolist()
-    sorted_heads = row_head[order].tolist()
-    triple_hh = pos.hh.tolist()
+    cut each run into chunks whose block stays under POSITION_SCORE_BUDGET. A plan made
+    on the host (`position_plan.py`) is taken as it is; otherwise the rows are sorted on
+    the device and their sizes read back."""
+    n_queries = pos.index.shape[1]
+    planned = pos.query_plans.get(n_queries) if pos.query_plans is not None else None
+    if planned is not None:
+        order, runs = planned
+    else:
+        n_len = pos.query_length_start.shape[0] - 1
+        # Padded rows get the key n_len, past every group, and are never scored.
+        row_len = pos.lengths.masked_fill(~pos.mask, n_len).transpose(0, 1).reshape(-1)
+        row_head = pos.heads.transpose(0, 1).reshape(-1)
+        order = torch.argsort(row_len * (pos.max_head + 1) + row_head)
+        runs = head_runs(
+            torch.bincount(row_len, minlength=n_len + 1).tolist(),
+            pos.query_length_start.tolist(),
+            row_head[order].tolist(),
+            pos.hh.tolist(),
+            pos.max_head,
+        )
     chunks: List[Chunk] = []
+    for v0, v1, r0, r1 in runs:
+        step = max(1, POSITION_SCORE_BUDGET // max(1, heads * (v1 - v0)))
+        chunks.extend((v0, v1, order[c0 : min(c0 + step, r1)]) for c0 in range(r0, r1, step))
+    return chunks
+
+
+def head_runs(
+    counts: Sequence[int], starts: Sequence[int], sorted_heads: Sequence[int], triple_hh: Sequence[int], max_head: int
+) -> List[Run]:
+    """The runs of query rows sorted by (span length, head), each with the stretch of the
+    triple table its heads can meet.
+
+    counts (Sequence[int]): Query rows of each span length (padded rows last, uncounted).
+    starts (Sequence[int]): First triple row of each query length (`query_length_start`).
+    sorted_heads (Sequence[int]): The heads of the sorted query rows.
+    triple_hh (Sequence[int]): hh of each triple row.
+    RETURNS (List[Run]): (first triple, end triple, first row, end row) of each run.
+    """
+    head_range = max_head + 1
+    runs: List[Run] = []
     offset = 0
-    for a in range(n_len):
+    for a in range(len(starts) - 1):
         count = counts[a]
         if not count:
             continue
@@ -81,14 +110,12 @@ def _plan_chunks(pos: RelativePositions, heads: int) -> List[Chunk]:
             low = group_heads[first]
             end = bisect.bisect_right(group_heads, low + width - 1, first)
             # A query with head h meets keys with heads 0..max_head: hh in [h - max_head, h].
-            v0 = u0 + bisect.bisect_left(group_hh, low - pos.max_head)
+            v0 = u0 + bisect.bisect_left(group_hh, low - max_head)
             v1 = u0 + bisect.bisect_right(group_hh, group_heads[end - 1])
-            rows = order[offset + first : offset + end]
-            step = max(1, POSITION_SCORE_BUDGET // max(1, heads * (v1 - v0)))
-            chunks.extend((v0, v1, rows[c0 : c0 + step]) for c0 in range(0, rows.shape[0], step))
+            runs.append((v0, v1, offset + first, offset + end))
             first = end
         offset += count
-    return chunks
+    return runs
 
 
 def _block_index(flat_index: torch.Tensor, u0: int, u1: int, rows: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,109 @@
+"""FLAT's relative span positions planned on the host, from the batch's NumPy arrays.
+
+`relative_positions` indexes a batch's distinct (hh, l_i, l_j) triples with tensor
+operations on the model's device, and the position term then reads sizes back: the
+largest head and length, the triples present (`nonzero`), the range of distances and
+the runs of query rows (`position_scores._plan_chunks`). On a GPU each read makes the
+host wait for every kernel queued before it, so a training step could not run ahead of
+the device. The heads and tails are on the host before they are copied to the device,
+so `plan_positions` computes the same index, triples and plans there with NumPy, and
+`HostPositions.to` copies them over with the features: the step then reads nothing back.
+On a CPU there is nothing to wait for, and the tensor path is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
+
+import numpy
+import torch
+
+from .position import RelativePositions, Run
+from .position_scores import head_runs
+from .transfer import to_device
+
+
+@dataclass
+class HostPositions:
+    """`RelativePositions` as NumPy arrays, with what the position term would read back."""
+
+    index: numpy.ndarray  # (batch, n, n) int64
+    hh: numpy.ndarray  # (n_triples,) int64
+    len_i: numpy.ndarray
+    len_j: numpy.ndarray
+    lengths: numpy.ndarray  # (batch, n) int64
+    mask: numpy.ndarray  # (batch, n) bool
+    query_length_start: numpy.ndarray  # (max_len + 2,) int64
+    heads: numpy.ndarray  # (batch, n) int64, 0 for padding
+    max_head: int
+    distance_range: Tuple[int, int]
+    # By number of query positions: the sorted query rows and their runs.
+    query_plans: Dict[int, Tuple[numpy.ndarray, List[Run]]]
+
+    def to(self, device: torch.device) -> RelativePositions:
+        """RETURNS (RelativePositions): The plan's tensors on `device`."""
+
+        def tensor(array: numpy.ndarray) -> torch.Tensor:
+            return to_device(array, device)
+
+        return RelativePositions(
+            tensor(self.index),
+            tensor(self.hh),
+            tensor(self.len_i),
+            tensor(self.len_j),
+            tensor(self.lengths),
+            tensor(self.mask),
+            tensor(self.query_length_start),
+            tensor(self.heads),
+            self.max_head,
+            distance_range=self.distance_range,
+            query_plans={n: (tensor(order), runs) for n, (order, runs) in self.query_plans.items()},
+        )
+
+
+def plan_positions(
+    heads: numpy.ndarray, tails: numpy.ndarray, mask: numpy.ndarray, query_counts: Sequence[int] = ()
+) -> HostPositions:
+    """The triple table and pair index of `relative_positions`, computed on the host.
+
+    heads, tails (numpy.ndarray): (batch, n) int64 span positions.
+    mask (numpy.ndarray): (batch, n) bool, True for real tokens.
+    query_counts (Sequence[int]): Numbers of query positions (the first tokens of each
+        row) to plan the position term's runs for, besides all n.
+    RETURNS (HostPositions): The same values as `relative_positions`, and the plans.
+    """
+    mask = mask.astype(bool)
+    heads = numpy.where(mask, heads, 0).astype("int64")
+    lengths = numpy.where(mask, tails - heads, 0).astype("int64")
+    n_len = int(lengths.max()) + 1 if lengths.size else 1
+    offset = int(heads.max()) if heads.size else 0
+    n_hh = 2 * offset + 1
+    hh = heads[:, :, None] - heads[:, None, :] + offset
+    # The dense keys of relative_positions, ordered (l_i, hh, l_j); padded pairs key 0.
+    key = (lengths[:, :, None] * n_hh + hh) * n_len + lengths[:, None, :]
+    key = numpy.where(mask[:, :, None] & mask[:, None, :], key, 0)
+    present = numpy.zeros(n_len * n_len * n_hh, dtype=bool)
+    present[key.ravel()] = True
+    present[0] = True
+    compact = numpy.cumsum(present) - 1
+    keys = numpy.flatnonzero(present)
+    len_j = keys % n_len
+    rest = keys // n_len
+    tri_hh = rest % n_hh - offset
+    len_i = rest // n_hh
+    starts = numpy.searchsorted(len_i, numpy.arange(n_len + 1))
+    th, ht, tt = tri_hh + len_i, tri_hh - len_j, tri_hh + len_i - len_j
+    distance_range = (int(min(tri_hh.min(), ht.min(), tt.min())), int(max(tri_hh.max(), th.max(), tt.max())))
+    n = heads.shape[1]
+    plans = {}
+    for n_queries in {n, *query_counts}:
+        row_len = numpy.where(mask[:, :n_queries], lengths[:, :n_queries], n_len).T.reshape(-1)
+        row_head = heads[:, :n_queries].T.reshape(-1)
+        order = numpy.argsort(row_len * (offset + 1) + row_head, kind="stable")
+        counts = numpy.bincount(row_len, minlength=n_len + 1).tolist()
+        runs = head_runs(counts, starts.tolist(), row_head[order].tolist(), tri_hh.tolist(), offset)
+        plans[n_queries] = (order, runs)
+    return HostPositions(
+        compact[key], tri_hh, len_i, len_j, lengths, mask, starts, heads, offset, distance_range, plans
+    )
