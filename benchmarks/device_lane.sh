@@ -16,6 +16,8 @@
 #       commit before the training-speed work where .devdata/base-8517047.tar.xz is carried (`git archive 8517047
 #       spacy_flat configs | xz > .devdata/base-8517047.tar.xz`): about 2 minutes alone, 5 with the baseline;
 #       its record (speed-training-gpu) to $OUT
+#   bash benchmarks/device_lane.sh training-bf16    # the same epochs under bfloat16 autocast (mixed_precision_dtype), no
+#       baseline: about 2 minutes; its record to $OUT/bf16
 #   bash benchmarks/device_lane.sh groups           # device against CPU prediction groups (benchmarks/device_groups.py)
 #   bash benchmarks/device_lane.sh memory           # CUDA memory of one full prediction group (group_memory.py)
 #   bash benchmarks/device_lane.sh lattice          # Lattice LSTM training against the released design, both on the GPU
@@ -27,7 +29,7 @@
 #       (the site folder must hold the transformer packages: device_site.sh --transformers)
 # LANE_DEVICE=cpu: a dry run of tests, family, profile and training on a machine without CUDA (the installed environment, one
 # thread, tiny sizes, the CPU side of the device tests): every command line runs, nothing is measured.
-#   LANE_DEVICE=cpu OUT=/tmp/lane-dry bash benchmarks/device_lane.sh tests family profile training
+#   LANE_DEVICE=cpu OUT=/tmp/lane-dry bash benchmarks/device_lane.sh tests family profile training training-bf16
 # Each part's seconds and exit status go to $OUT/lane_times.txt. tests, family and profile stop (SIGINT, exit 124)
 # where the lane has run LANE_SECONDS (default 450 on a GPU, 900 in the dry run; cold start included), so that the
 # lane ends in time even where a part runs long: a part stopped so writes no record.
@@ -63,11 +65,11 @@ fi
 failed=0
 for part in "$@"; do
   start=$SECONDS
-  if [ "$DEVICE" = cpu ] && [[ ! "$part" =~ ^(tests|family|profile|training)$ ]]; then
+  if [ "$DEVICE" = cpu ] && [[ ! "$part" =~ ^(tests|family|profile|training|training-bf16)$ ]]; then
     echo "part $part has no dry run"; exit 2
   fi
   left=$((LANE_SECONDS - SECONDS))
-  if [[ "$part" =~ ^(tests|family|profile|training)$ ]] && [ "$left" -le 0 ]; then
+  if [[ "$part" =~ ^(tests|family|profile|training|training-bf16)$ ]] && [ "$left" -le 0 ]; then
     echo "part $part: not run, the lane's $LANE_SECONDS s are spent" | tee -a "$OUT/lane_times.txt"; failed=1; continue
   fi
   case "$part" in
@@ -87,6 +89,12 @@ for part in "$@"; do
       timeout -s INT -k 15 "$left" python3 benchmarks/training_speed.py resume msra --architectures flat dcsan \
         --gpu-id "$GPU" "${TRAINING_SIZES[@]}" "${base[@]}" --allow-busy --results "$OUT" 2>&1 \
         | tee "$OUT/training_$DEVICE.log" ;;
+    training-bf16)
+      mkdir -p "$OUT/bf16"
+      timeout -s INT -k 15 "$left" python3 benchmarks/training_speed.py resume msra --architectures flat dcsan \
+        --gpu-id "$GPU" "${TRAINING_SIZES[@]}" --allow-busy --results "$OUT/bf16" --override \
+        components.flat_ner.model.mixed_precision=true 'components.flat_ner.model.mixed_precision_dtype="bfloat16"' 2>&1 \
+        | tee "$OUT/training_bf16_$DEVICE.log" ;;
     groups)
       python3 benchmarks/device_groups.py --gpu-id 0 --architectures FLAT "Lattice LSTM" 2>&1 | tee "$OUT/groups_gpu.log" ;;
     memory)

@@ -95,8 +95,10 @@ def test_gpu_predictions_match_cpu(tmp_path):
 
 
 @needs_cuda
-def test_mixed_precision_training_on_gpu():
-    """thinc's autocast (float16 matmuls) trains: the position term and the CRF stay float32."""
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mixed_precision_training_on_gpu(dtype: str):
+    """Autocast (float16 or bfloat16 matmuls, `mixed_precision_dtype`) trains: the position term and
+    the CRF stay float32, the projections run in the chosen type."""
     import subprocess
     import sys
 
@@ -108,14 +110,20 @@ import sys; sys.path.insert(0, {str(ROOT)!r})
 from tests.conftest import small_config, small_lexicon, tiny_examples, tiny_records
 config = small_config()
 config["model"]["mixed_precision"] = True
+config["model"]["mixed_precision_dtype"] = {dtype!r}
 nlp = spacy.blank("zh")
 ner = nlp.add_pipe("flat_ner", config=config)
 egs = tiny_examples(nlp)
 ner.initialize(lambda: egs, nlp=nlp, lexicon=small_lexicon())
+import torch
+module = next(node for node in ner.model.walk() if node.shims).shims[0]._model
+seen = set()
+module.char_proj.register_forward_hook(lambda m, i, o: seen.add(o.dtype))
 opt = nlp.create_optimizer()
 for _ in range(120):
     losses = nlp.update(egs, sgd=opt)
 assert math.isfinite(losses["flat_ner"]), losses
+assert seen == {{getattr(torch, {dtype!r})}}, seen
 right = sum(
     [(e.start_char, e.end_char, e.label_) for e in nlp(eg.reference.text).ents]
     == [(e.start_char, e.end_char, e.label_) for e in eg.reference.ents]

@@ -60,6 +60,29 @@ def test_a_misspelt_override_and_bad_settings_are_refused():
         FlatSettings(encoder="lstm")
     with pytest.raises(ValueError, match="grad_scaler_config"):
         FlatSettings(grad_scaler_config={"enabled": True})
+    with pytest.raises(ValueError, match="mixed_precision_dtype must be one of"):
+        FlatSettings(mixed_precision_dtype="float8")
+
+
+def test_the_forward_pass_autocasts_to_the_chosen_type(monkeypatch):
+    """`mixed_precision_dtype` reaches the autocast thinc opens around the forward pass (CUDA's;
+    on this CPU it is off), and the default type is restored after it."""
+    import torch
+
+    from .conftest import small_config, small_lexicon, tiny_examples
+
+    config = small_config()
+    config["model"]["mixed_precision_dtype"] = "bfloat16"
+    nlp = spacy.blank("zh")
+    ner = nlp.add_pipe("flat_ner", config=config)
+    examples = tiny_examples(nlp)
+    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
+    module = next(node for node in ner.model.walk() if node.shims).shims[0]._model
+    seen = []
+    module.register_forward_pre_hook(lambda *_: seen.append(torch.get_autocast_dtype("cuda")))
+    nlp.update(examples[:4], sgd=nlp.create_optimizer())
+    assert seen == [torch.bfloat16]
+    assert torch.get_autocast_dtype("cuda") == torch.float16
 
 
 def test_the_config_system_fills_and_validates_them():

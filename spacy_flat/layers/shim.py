@@ -54,11 +54,20 @@ class InPlacePyTorchShim(PyTorchShim):
     optimizer's, so FLAT can train faster than a transformer it shares the
     optimizer with (thinc's Optimizer takes a per-call `lr_scale`).
     int8_inference (bool): Predict on a CPU with an int8 copy of the module (`nn/quantized.py`).
+    autocast_dtype (torch.dtype): The type of CUDA autocast under `mixed_precision`.
     """
 
-    def __init__(self, *args: Any, lr_scale: float = 1.0, int8_inference: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        lr_scale: float = 1.0,
+        int8_inference: bool = False,
+        autocast_dtype: torch.dtype = torch.float16,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.lr_scale = lr_scale
+        self.autocast_dtype = autocast_dtype
         self.int8_inference = int8_inference
         # The module and parameter versions the int8 copy was made from, and the copy.
         self._int8: Optional[Tuple[torch.nn.Module, Tuple[int, ...], torch.nn.Module]] = None
@@ -72,7 +81,8 @@ class InPlacePyTorchShim(PyTorchShim):
         if self._model.training:
             self._model.eval()
         module = self._int8_module() if self.int8_inference else self._model
-        with torch.inference_mode(), torch.autocast(device_type="cuda", enabled=self._mixed_precision):
+        autocast = torch.autocast(device_type="cuda", dtype=self.autocast_dtype, enabled=self._mixed_precision)
+        with torch.inference_mode(), autocast:
             return module(*inputs.args, **inputs.kwargs)
 
     def _int8_module(self) -> torch.nn.Module:
@@ -92,7 +102,14 @@ class InPlacePyTorchShim(PyTorchShim):
         for module in self._model.modules():
             if isinstance(module, torch.nn.Embedding):
                 module.sparse = not self._mixed_precision
-        return super().begin_update(inputs)
+        # thinc's begin_update opens `torch.autocast("cuda")` with the device's default
+        # autocast type (float16): that default is this shim's type for the forward pass.
+        before = torch.get_autocast_dtype("cuda")
+        torch.set_autocast_dtype("cuda", self.autocast_dtype)
+        try:
+            return super().begin_update(inputs)
+        finally:
+            torch.set_autocast_dtype("cuda", before)
 
     def finish_update(self, optimizer: Optimizer) -> None:
         by_rows = plain_sgd(optimizer)

@@ -27,6 +27,7 @@ def torch_tagger(settings: FlatSettings) -> Model[FlatBatch, Floats3d]:
     shim = InPlacePyTorchShim(
         FlatTagger(settings),
         mixed_precision=settings.mixed_precision,
+        autocast_dtype=getattr(torch, settings.mixed_precision_dtype),
         grad_scaler=PyTorchGradScaler(**(settings.grad_scaler_config or {})),
         device=None,
         serialize_model=_serialize,
