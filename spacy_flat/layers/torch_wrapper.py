@@ -45,8 +45,10 @@ def torch_tagger(settings: FlatSettings) -> Model[FlatBatch, Floats3d]:
 
 
 def plans_positions_on_host(device: torch.device) -> bool:
-    """Whether FLAT's relative positions are planned on the host (`nn/position_plan.py`):
-    off the CPU, where indexing them on the device would make the host wait for it."""
+    """Whether a training step plans FLAT's relative positions on the host (`nn/position_plan.py`):
+    off the CPU, where indexing them on the device would make the host wait for it at every step.
+    Prediction keeps the device path: its batches are larger (the plan would cost the host tens of
+    milliseconds), and its results are read back anyway."""
     return device.type != "cpu"
 
 
@@ -74,7 +76,7 @@ def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[Arg
         "word_weights": tensor(batch.word_weights),
         "recompute": batch.recompute,
     }
-    if module.position is not None and plans_positions_on_host(device):
+    if is_train and module.position is not None and plans_positions_on_host(device):
         n_chars = batch.char_mask.shape[1]
         kwargs["positions"] = plan_positions(batch.heads, batch.tails, batch.token_mask, (n_chars,)).to(device)
     if batch.char_features is not None:
