@@ -224,11 +224,17 @@ def short_run(data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_resuming_with_a_changed_config_value_is_refused_naming_it(data: Path, short_run: Path):
-    values = overrides(data, 6, **{"components.flat_ner.model.dropout": 0.2, "training.seed": 1})
+    changed = {
+        "components.flat_ner.model.dropout": 0.2,
+        "training.seed": 1,
+        "components.flat_ner.model.mixed_precision_dtype": "bfloat16",  # the precision is the checkpoint's
+    }
+    values = overrides(data, 6, **changed)
     with pytest.raises(ResumeRefusedError) as refused:
         run_quietly(short_run, values, CheckpointSettings())
     assert isinstance(refused.value, FlatError)
     assert "components.flat_ner.model.dropout changed: 0.15 -> 0.2" in str(refused.value)
+    assert "components.flat_ner.model.mixed_precision_dtype changed: 'float16' -> 'bfloat16'" in str(refused.value)
     assert "training.seed changed: 0 -> 1" in str(refused.value)
 
 
