@@ -25,7 +25,10 @@ def xp_to_torch(array: ArrayXd, *, device: torch.device, requires_grad: bool = F
     requires_grad (bool): Make it a leaf that collects a gradient.
     RETURNS (torch.Tensor): The tensor.
     """
-    tensor = to_device(array, device) if isinstance(array, numpy.ndarray) else torch.from_dlpack(array).to(device)
+    if isinstance(array, numpy.ndarray):  # the array's own memory on a CPU, strides and all
+        tensor = to_device(torch.from_numpy(array), device)
+    else:
+        tensor = torch.from_dlpack(array).to(device)
     if requires_grad:
         tensor.requires_grad_()
     return tensor
