@@ -18,6 +18,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
+from .transfer import to_device
+
 # (first triple row, end triple row, first and end position in the sorted query rows) of one run
 # of queries scored against one stretch of the triple table (`position_scores.head_runs`).
 Run = Tuple[int, int, int, int]
@@ -62,6 +64,22 @@ class RelativePositions:
             lengths=self.lengths[:, :n_queries],
             mask=self.mask[:, :n_queries],
             heads=self.heads[:, :n_queries],
+        )
+
+    def to(self, device: torch.device) -> RelativePositions:
+        """The same positions on `device`, copied without a wait (`transfer.to_device`)."""
+        plans = self.query_plans
+        return replace(
+            self,
+            index=to_device(self.index, device),
+            hh=to_device(self.hh, device),
+            len_i=to_device(self.len_i, device),
+            len_j=to_device(self.len_j, device),
+            lengths=to_device(self.lengths, device),
+            mask=to_device(self.mask, device),
+            query_length_start=to_device(self.query_length_start, device),
+            heads=to_device(self.heads, device),
+            query_plans=None if plans is None else {n: (to_device(o, device), r) for n, (o, r) in plans.items()},
         )
 
 

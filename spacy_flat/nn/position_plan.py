@@ -7,71 +7,32 @@ the runs of query rows (`position_scores._plan_chunks`). On a GPU each read make
 host wait for every kernel queued before it, so a training step could not run ahead of
 the device. The heads and tails are on the host before they are copied to the device,
 so `plan_positions` computes the same index, triples and plans there with NumPy, and
-`HostPositions.to` copies them over with the features: the step then reads nothing back.
+`RelativePositions.to` copies them over with the features: the step then reads nothing back.
 On a CPU there is nothing to wait for, and the tensor path is kept.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, Sequence
 
 import numpy
 import torch
 
-from .position import RelativePositions, Run
+from .position import QueryPlan, RelativePositions
 from .position_scores import head_runs
-from .transfer import to_device
-
-
-@dataclass
-class HostPositions:
-    """`RelativePositions` as NumPy arrays, with what the position term would read back."""
-
-    index: numpy.ndarray  # (batch, n, n) int64
-    hh: numpy.ndarray  # (n_triples,) int64
-    len_i: numpy.ndarray
-    len_j: numpy.ndarray
-    lengths: numpy.ndarray  # (batch, n) int64
-    mask: numpy.ndarray  # (batch, n) bool
-    query_length_start: numpy.ndarray  # (max_len + 2,) int64
-    heads: numpy.ndarray  # (batch, n) int64, 0 for padding
-    max_head: int
-    distance_range: Tuple[int, int]
-    # By number of query positions: the sorted query rows and their runs.
-    query_plans: Dict[int, Tuple[numpy.ndarray, List[Run]]]
-
-    def to(self, device: torch.device) -> RelativePositions:
-        """RETURNS (RelativePositions): The plan's tensors on `device`."""
-
-        def tensor(array: numpy.ndarray) -> torch.Tensor:
-            return to_device(array, device)
-
-        return RelativePositions(
-            tensor(self.index),
-            tensor(self.hh),
-            tensor(self.len_i),
-            tensor(self.len_j),
-            tensor(self.lengths),
-            tensor(self.mask),
-            tensor(self.query_length_start),
-            tensor(self.heads),
-            self.max_head,
-            distance_range=self.distance_range,
-            query_plans={n: (tensor(order), runs) for n, (order, runs) in self.query_plans.items()},
-        )
 
 
 def plan_positions(
     heads: numpy.ndarray, tails: numpy.ndarray, mask: numpy.ndarray, query_counts: Sequence[int] = ()
-) -> HostPositions:
+) -> RelativePositions:
     """The triple table and pair index of `relative_positions`, computed on the host.
 
     heads, tails (numpy.ndarray): (batch, n) int64 span positions.
     mask (numpy.ndarray): (batch, n) bool, True for real tokens.
     query_counts (Sequence[int]): Numbers of query positions (the first tokens of each
         row) to plan the position term's runs for, besides all n.
-    RETURNS (HostPositions): The same values as `relative_positions`, and the plans.
+    RETURNS (RelativePositions): The same values as `relative_positions` as CPU tensors over
+        NumPy arrays, with the distance range and the plans (`.to(device)` copies them over).
     """
     mask = mask.astype(bool)
     heads = numpy.where(mask, heads, 0).astype("int64")
@@ -96,14 +57,25 @@ def plan_positions(
     th, ht, tt = tri_hh + len_i, tri_hh - len_j, tri_hh + len_i - len_j
     distance_range = (int(min(tri_hh.min(), ht.min(), tt.min())), int(max(tri_hh.max(), th.max(), tt.max())))
     n = heads.shape[1]
-    plans = {}
+    plans: Dict[int, QueryPlan] = {}
     for n_queries in {n, *query_counts}:
         row_len = numpy.where(mask[:, :n_queries], lengths[:, :n_queries], n_len).T.reshape(-1)
         row_head = heads[:, :n_queries].T.reshape(-1)
         order = numpy.argsort(row_len * (offset + 1) + row_head, kind="stable")
         counts = numpy.bincount(row_len, minlength=n_len + 1).tolist()
         runs = head_runs(counts, starts.tolist(), row_head[order].tolist(), tri_hh.tolist(), offset)
-        plans[n_queries] = (order, runs)
-    return HostPositions(
-        compact[key], tri_hh, len_i, len_j, lengths, mask, starts, heads, offset, distance_range, plans
+        plans[n_queries] = (torch.from_numpy(order), runs)
+    t = torch.from_numpy
+    return RelativePositions(
+        t(compact[key]),
+        t(tri_hh),
+        t(len_i),
+        t(len_j),
+        t(lengths),
+        t(mask),
+        t(starts),
+        t(heads),
+        offset,
+        distance_range=distance_range,
+        query_plans=plans,
     )
