@@ -128,6 +128,26 @@ def test_triples_are_deduplicated():
     assert pos.n_triples < int(mask.sum(1).pow(2).sum())
 
 
+def test_the_triples_are_those_of_the_real_pairs():
+    """Padded tokens (rows of several lengths) add no triple, and each real pair indexes its own."""
+    heads, tails, mask = random_lattice(5, seed=7)
+    assert not mask.all()
+    pos = relative_positions(heads, tails, mask)
+    table = list(zip(pos.hh.tolist(), pos.len_i.tolist(), pos.len_j.tolist()))
+    real = set()
+    for b in range(heads.shape[0]):
+        for i in torch.nonzero(mask[b]).squeeze(1).tolist():
+            for j in torch.nonzero(mask[b]).squeeze(1).tolist():
+                triple = (
+                    int(heads[b, i] - heads[b, j]),
+                    int(tails[b, i] - heads[b, i]),
+                    int(tails[b, j] - heads[b, j]),
+                )
+                real.add(triple)
+                assert table[int(pos.index[b, i, j])] == triple
+    assert set(table) == real and len(table) == len(real)
+
+
 @pytest.mark.parametrize("head_only", [False, True])
 def test_fused_positions_kept_for_prediction_follow_the_weights(head_only):
     torch.manual_seed(0)

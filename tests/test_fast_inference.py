@@ -1,7 +1,8 @@
 """The inference shortcuts change no prediction. The same trained
 pipeline predicts with every shortcut on, then with each undone (whole batches
 up to the attention budget, the last layer's word rows computed, fused position
-tables rebuilt per call, thinc's own predict, one CRF bucket per batch): the
+tables rebuilt per call, projected position rows computed per batch, thinc's own
+predict, one CRF bucket per batch): the
 entities are identical and their probabilities equal to float precision."""
 
 import importlib
@@ -14,6 +15,7 @@ import spacy_flat.layers.groups as groups_module
 from spacy_flat.layers.shim import InPlacePyTorchShim
 from spacy_flat.nn.flat_layer import ResidualLayer
 from spacy_flat.nn.position import PositionFusion
+from spacy_flat.nn.position_keys import PositionKeyCache
 
 # The module, not the `torch_tagger` function that `spacy_flat.layers` exports under its name.
 torch_tagger_module = importlib.import_module("spacy_flat.layers.torch_tagger")
@@ -45,6 +47,7 @@ def test_shortcuts_change_no_prediction(trained_nlp, monkeypatch):
     monkeypatch.setattr(groups_module, "PADDING_SLACK", None)
     monkeypatch.setattr(ResidualLayer, "forward", lambda self, x, *a, n_queries=None: whole(self, x, *a))
     monkeypatch.setattr(PositionFusion, "_tables", lambda self, lo, hi, kinds: (lo, self._build(lo, hi, kinds)))
+    monkeypatch.setattr(PositionKeyCache, "keys", lambda self, pos, fusion, w_kr: w_kr(fusion(pos)))
     monkeypatch.setattr(InPlacePyTorchShim, "predict", PyTorchShim.predict)
     monkeypatch.setattr(
         torch_tagger_module, "length_buckets", lambda lengths: [[i for i, n in enumerate(lengths) if n]]

@@ -262,7 +262,11 @@ class FlatTagger(nn.Module):
         if self.position is None:
             return (self._attention_mask(heads, tails, token_mask, None),)
         pos = planned if planned is not None else relative_positions(heads, tails, token_mask)
-        return self.position(pos), pos, self._attention_mask(heads, tails, token_mask, pos)
+        attend = self._attention_mask(heads, tails, token_mask, pos)
+        if not torch.is_grad_enabled() and heads.device.type == "cpu":
+            # Prediction on a CPU: each layer looks its projected rows up (`position_keys.py`).
+            return self.position, pos, attend
+        return self.position(pos), pos, attend
 
     def _attention_mask(
         self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor, pos: Optional[RelativePositions]

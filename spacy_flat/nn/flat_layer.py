@@ -4,13 +4,14 @@ with relative span positions (Li et al. 2020, eq. 11), and its feed-forward subl
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple, Union
 
 import torch
 from torch import nn
 
 from .dropout import Dropout
-from .position import RelativePositions
+from .position import PositionFusion, RelativePositions
+from .position_keys import PositionKeyCache
 from .position_scores import position_scores
 
 
@@ -44,17 +45,21 @@ class FlatAttention(nn.Module):
         self.v = nn.Parameter(torch.zeros(n_heads, self.head_width))
         self.w_o = nn.Linear(width, width)
         self.dropout = Dropout(dropout)
+        # W_kR R rows kept between prediction batches (not weights: never saved).
+        self.position_keys = PositionKeyCache()
 
     def forward(
         self,
         x: torch.Tensor,
-        rel: torch.Tensor,
+        rel: Union[torch.Tensor, PositionFusion],
         pos: RelativePositions,
         attend: torch.Tensor,
         n_queries: Optional[int] = None,
     ) -> torch.Tensor:
-        """x (B, n, d); rel (n_triples, d) fused positions; attend (B, n, n) bool;
-        n_queries: attend from the first n_queries tokens only → (B, n_queries or n, d)."""
+        """x (B, n, d); rel (n_triples, d) fused positions, or in prediction on a CPU the
+        module that fuses them (this layer keeps its projected rows: `position_keys.py`);
+        attend (B, n, n) bool; n_queries: attend from the first n_queries tokens only
+        → (B, n_queries or n, d)."""
         batch, n, width = x.shape
         heads, hw = self.n_heads, self.head_width
         n_q = n if n_queries is None else n_queries
@@ -63,7 +68,9 @@ class FlatAttention(nn.Module):
         q = self.w_q(x[:, :n_q]).view(batch, n_q, heads, hw).transpose(1, 2)  # B H n_q hw
         k = self.w_k(x).view(batch, n, heads, hw).transpose(1, 2)
         val = self.w_v(x).view(batch, n, heads, hw).transpose(1, 2)
-        rk = self.w_kr(rel).view(-1, heads, hw).permute(1, 2, 0)  # H hw U
+        # In prediction on a CPU the projected rows are looked up, else computed.
+        keys = self.position_keys.keys(pos, rel, self.w_kr) if isinstance(rel, PositionFusion) else self.w_kr(rel)
+        rk = keys.view(-1, heads, hw).permute(1, 2, 0)  # H hw U
         # The scale is folded into the queries, and the sum and mask are done in
         # place on fresh tensors: each saves an attention-sized copy.
         scores = torch.matmul((q + self.u[None, :, None, :]) * self.scale, k.transpose(-1, -2))

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, overload
 
+import numpy
 import torch
 from torch import nn
 
@@ -98,15 +99,10 @@ def relative_positions(heads: torch.Tensor, tails: torch.Tensor, mask: torch.Ten
     n_len = int(lengths.max().item()) + 1 if lengths.numel() else 1
     offset = int(heads.max().item()) if heads.numel() else 0
     n_hh = 2 * offset + 1
-    hh = heads[:, :, None] - heads[:, None, :] + offset
-    # Dense keys ordered (l_i, hh, l_j); a presence table then a cumulative sum
-    # compacts them without sorting n^2 keys.
-    key = (lengths[:, :, None] * n_hh + hh) * n_len + lengths[:, None, :]
-    pair_mask = mask[:, :, None] & mask[:, None, :]
-    key = key.masked_fill(~pair_mask, 0)
+    key = pair_keys(heads, lengths, n_len, offset)
+    # A presence table then a cumulative sum compact the keys without sorting n^2 of them.
     present = torch.zeros(n_len * n_len * n_hh, dtype=torch.bool, device=heads.device)
-    present[key[pair_mask]] = True
-    present[0] = True  # padded pairs point at row 0; they are masked in attention
+    present[key.view(-1)] = True
     compact = torch.cumsum(present, 0) - 1
     index = compact[key]
     keys = torch.nonzero(present).squeeze(1)
@@ -116,6 +112,31 @@ def relative_positions(heads: torch.Tensor, tails: torch.Tensor, mask: torch.Ten
     len_i = rest // n_hh
     starts = torch.searchsorted(len_i, torch.arange(n_len + 1, device=heads.device))
     return RelativePositions(index, tri_hh, len_i, len_j, lengths, mask, starts, heads, offset)
+
+
+@overload
+def pair_keys(heads: torch.Tensor, lengths: torch.Tensor, n_len: int, offset: int) -> torch.Tensor: ...
+
+
+@overload
+def pair_keys(heads: numpy.ndarray, lengths: numpy.ndarray, n_len: int, offset: int) -> numpy.ndarray: ...
+
+
+def pair_keys(heads: Any, lengths: Any, n_len: int, offset: int) -> Any:
+    """Each pair's dense key ((l_i * n_hh + h_i - h_j + offset) * n_len + l_j), ordered (l_i, hh,
+    l_j), from (batch, n) int64 heads and lengths (torch tensors, or NumPy arrays for the host
+    plan), padded tokens' heads and lengths 0. A row term plus a column term: one addition
+    makes the n x n keys.
+
+    A padded token's pairs key real triples: with head and length 0 it stands where a row's
+    first character stands (every encoded row has one), so pairs with it repeat that
+    character's pairs, and the table of triples is the table of the real pairs. Their
+    scores are masked in attention.
+    """
+    n_hh = 2 * offset + 1
+    rows = (lengths * n_hh + heads + offset) * n_len
+    cols = lengths - heads * n_len
+    return rows[:, :, None] + cols[:, None, :]
 
 
 def sinusoid(distances: torch.Tensor, width: int) -> torch.Tensor:
@@ -151,18 +172,29 @@ class PositionFusion(nn.Module):
 
     def forward(self, pos: RelativePositions) -> torch.Tensor:
         """RETURNS (torch.Tensor): (n_triples, width) R rows."""
-        th = pos.hh + pos.len_i
-        ht = pos.hh - pos.len_j
-        tt = pos.hh + pos.len_i - pos.len_j
-        if pos.distance_range is not None:
-            lo, hi = pos.distance_range
+        return self.fuse(pos.hh, pos.len_i, pos.len_j, pos.distance_range)
+
+    def fuse(
+        self, hh: torch.Tensor, len_i: torch.Tensor, len_j: torch.Tensor, distance_range: Optional[Tuple[int, int]]
+    ) -> torch.Tensor:
+        """R rows of the triples (hh, len_i, len_j), each (n,) int64.
+
+        distance_range (Optional[Tuple[int, int]]): Bounds of the four distances if known,
+            else read from the tensors.
+        RETURNS (torch.Tensor): (n, width) R rows.
+        """
+        th = hh + len_i
+        ht = hh - len_j
+        tt = hh + len_i - len_j
+        if distance_range is not None:
+            lo, hi = distance_range
         else:  # two reads of the device
-            lo = int(torch.minimum(pos.hh.min(), tt.min()).minimum(ht.min()).item())
-            hi = int(torch.maximum(pos.hh.max(), tt.max()).maximum(th.max()).item())
-        kinds = (pos.hh, th, ht, tt)
+            lo = int(torch.minimum(hh.min(), tt.min()).minimum(ht.min()).item())
+            hi = int(torch.maximum(hh.max(), tt.max()).maximum(th.max()).item())
+        kinds = (hh, th, ht, tt)
         n_kinds = 1 if self.head_only else 4
         lo, tables = self._tables(lo, hi, n_kinds)
-        fused = self.w_r.bias.expand(pos.n_triples, self.width)
+        fused = self.w_r.bias.expand(hh.shape[0], self.width)
         for k in range(n_kinds):
             fused = fused + tables[k][kinds[k] - lo]
         return torch.relu(fused)

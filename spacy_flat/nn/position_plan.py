@@ -18,7 +18,7 @@ from typing import Dict, Sequence
 import numpy
 import torch
 
-from .position import QueryPlan, RelativePositions
+from .position import QueryPlan, RelativePositions, pair_keys
 from .position_scores import head_runs
 
 
@@ -40,13 +40,10 @@ def plan_positions(
     n_len = int(lengths.max()) + 1 if lengths.size else 1
     offset = int(heads.max()) if heads.size else 0
     n_hh = 2 * offset + 1
-    hh = heads[:, :, None] - heads[:, None, :] + offset
-    # The dense keys of relative_positions, ordered (l_i, hh, l_j); padded pairs key 0.
-    key = (lengths[:, :, None] * n_hh + hh) * n_len + lengths[:, None, :]
-    key = numpy.where(mask[:, :, None] & mask[:, None, :], key, 0)
+    # The dense keys of relative_positions, ordered (l_i, hh, l_j).
+    key = pair_keys(heads, lengths, n_len, offset)
     present = numpy.zeros(n_len * n_len * n_hh, dtype=bool)
     present[key.ravel()] = True
-    present[0] = True
     compact = numpy.cumsum(present) - 1
     keys = numpy.flatnonzero(present)
     len_j = keys % n_len

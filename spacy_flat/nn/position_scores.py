@@ -119,8 +119,9 @@ def head_runs(
 
 
 def _block_index(flat_index: torch.Tensor, u0: int, u1: int, rows: torch.Tensor) -> torch.Tensor:
-    """Each pair's triple as an offset into its row's block. Padded keys point at
-    row 0 of the table, outside most blocks; they are clamped in, and masked later."""
+    """Each pair's triple as an offset into its row's block. A padded query row is never
+    in a chunk; a padded key's triple is a real one (`position.pair_keys`), in the block
+    of its query's run; the clamp keeps any other index inside, and its score is masked."""
     return (flat_index.index_select(0, rows) - u0).clamp_(0, u1 - u0 - 1)
 
 
