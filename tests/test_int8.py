@@ -38,8 +38,9 @@ def test_int8_scores_are_close_to_float32(architecture: str):
     copy = _shim(int8)._int8[2]
     kinds = {type(m).__module__ for m in copy.modules() if "Linear" in type(m).__name__}
     assert any("quantized" in kind for kind in kinds)
-    if architecture == "flat":  # the position module reads its weights: float32
+    if architecture == "flat":  # the position module reads its weights, W_kR's rows are kept: float32
         assert isinstance(copy.position.w_r, torch.nn.Linear)
+        assert all(type(layer.attention.w_kr) is torch.nn.Linear for layer in copy.layers)
 
 
 def test_the_int8_copy_follows_the_weights_and_is_not_saved(tmp_path):

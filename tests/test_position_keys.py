@@ -3,10 +3,13 @@ batch, whatever batches came before, following the weights, bounded, and never s
 
 import copy
 import pickle
+import threading
 
 import pytest
 import torch
+from thinc.api import SGD, Adam
 
+from spacy_flat.layers.torch_steps import torch_step
 from spacy_flat.nn import position_keys
 from spacy_flat.nn.flat_layer import FlatAttention
 from spacy_flat.nn.position import PositionFusion, relative_positions
@@ -72,6 +75,49 @@ def test_kept_rows_follow_the_weights_and_longer_texts():
     assert cache._kept.reach >= far.max_head
 
 
+@pytest.mark.parametrize("optimizer", [Adam(0.01), Adam(0.01, L2=1e-3), SGD(0.01)], ids=["adam", "adam-l2", "sgd"])
+def test_kept_rows_follow_the_training_steps(optimizer):
+    """The project's optimizer step (torch's fused Adam changes parameters without bumping
+    their versions) and a training forward pass both retire the kept rows."""
+    fusion, attn = _modules()
+    pos = relative_positions(*random_lattice(3, seed=1))
+    params = [("w_kr", attn.w_kr.weight), ("w_r", fusion.w_r.weight), ("bias", fusion.w_r.bias)]
+    for _ in range(3):
+        with torch.inference_mode():
+            kept = attn.position_keys.keys(pos, fusion, attn.w_kr)
+        assert torch.allclose(kept, _computed(pos, fusion, attn), atol=1e-6)
+        steps = [((0, name), param, torch.randn_like(param)) for name, param in params]
+        torch_step(optimizer, steps)
+    x = torch.randn(3, pos.index.shape[1], 16)
+    attend = torch.ones(pos.index.shape, dtype=torch.bool)
+    attn(x, fusion(pos), pos, attend)  # a training forward pass: nothing kept
+    assert attn.position_keys._kept is None
+
+
+def test_threads_adding_blocks_keep_each_others_rows():
+    fusion, attn = _modules()
+    heads, tails, mask = random_lattice(4, seed=0)
+    batches = [relative_positions(heads, tails + k * (tails - heads), mask) for k in range(6)]
+    cache = PositionKeyCache()
+    errors = []
+
+    def predict(batch):
+        with torch.inference_mode():
+            for _ in range(3):
+                if not torch.allclose(cache.keys(batch, fusion, attn.w_kr), _computed(batch, fusion, attn), atol=1e-6):
+                    errors.append(batch)
+
+    threads = [threading.Thread(target=predict, args=(b,)) for b in batches * 4]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    with torch.inference_mode():
+        for batch in batches:
+            assert torch.allclose(cache.keys(batch, fusion, attn.w_kr), _computed(batch, fusion, attn), atol=1e-6)
+
+
 def test_kept_rows_stay_under_the_budget():
     """Past the budget the rows start again from the batch at hand; a batch that alone
     needs more is computed and nothing is kept."""
@@ -85,6 +131,7 @@ def test_kept_rows_stay_under_the_budget():
         for batch in (short, long):
             assert torch.allclose(cache.keys(batch, fusion, attn.w_kr), _computed(batch, fusion, attn), atol=1e-6)
         assert cache._kept is not None and len(cache._kept.blocks) == 16
+        assert cache._kept.rows.numel() * 4 <= 20 * block  # the storage too
         assert set(cache._kept.blocks) == set(zip(long.len_i.tolist(), long.len_j.tolist()))
         cache.budget = 10 * block
         assert torch.allclose(cache.keys(short, fusion, attn.w_kr), _computed(short, fusion, attn), atol=1e-6)

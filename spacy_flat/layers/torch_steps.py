@@ -74,6 +74,10 @@ def torch_step(optimizer: Optimizer, steps: Sequence[DenseStep], lr_scale: float
             torch._foreach_mul_(params, 1.0 - rate * float(optimizer.L2))
         if optimizer.averages is not None:
             _averages(optimizer, live, params)
+        # The fused Adam kernel changes the parameters without bumping their version counters
+        # (torch 2.13, CPU); what is kept by version (prediction's position tables, the int8
+        # copy) must see every step.
+        torch.autograd.graph.increment_version(params)
 
 
 def _clip(grads: List[torch.Tensor], threshold: float) -> None:

@@ -68,8 +68,13 @@ class FlatAttention(nn.Module):
         q = self.w_q(x[:, :n_q]).view(batch, n_q, heads, hw).transpose(1, 2)  # B H n_q hw
         k = self.w_k(x).view(batch, n, heads, hw).transpose(1, 2)
         val = self.w_v(x).view(batch, n, heads, hw).transpose(1, 2)
-        # In prediction on a CPU the projected rows are looked up, else computed.
-        keys = self.position_keys.keys(pos, rel, self.w_kr) if isinstance(rel, PositionFusion) else self.w_kr(rel)
+        # In prediction on a CPU the projected rows are looked up, else computed; training
+        # changes the weights, and a GPU never reads the kept rows, so they are dropped.
+        if isinstance(rel, PositionFusion):
+            keys = self.position_keys.keys(pos, rel, self.w_kr)
+        else:
+            self.position_keys.clear()
+            keys = self.w_kr(rel)
         rk = keys.view(-1, heads, hw).permute(1, 2, 0)  # H hw U
         # The scale is folded into the queries, and the sum and mask are done in
         # place on fresh tensors: each saves an attention-sized copy.

@@ -14,16 +14,17 @@ where the position term is a small share and looking blocks up would read sizes 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
 
 from .position import PositionFusion, RelativePositions
 
-# Bound on one layer's kept rows, in bytes: past it the rows are dropped and rebuilt for the
-# batch at hand. Resume's and MSRA's test sets need 60-100 blocks of 513 x 160 floats (20-33 MB).
+# Bound on one layer's kept rows (their storage), in bytes: past it the rows are dropped and
+# rebuilt for the batch at hand. Resume's and MSRA's test sets need 60-100 blocks of 513 x 160 floats (20-33 MB).
 KEY_CACHE_BYTES = 64 << 20
 # The smallest reach of hh kept (a power of two, grown by doubling as longer texts come).
 MIN_REACH = 64
@@ -40,19 +41,30 @@ class _Kept:
 
 class PositionKeyCache:
     """One layer's projected position rows, by (l_i, l_j) block. Not part of the
-    model's weights: never saved, and dropped when the model is pickled or copied."""
+    model's weights: never saved, and dropped when the model is pickled or copied.
+    Readers need no lock (a published `_Kept` is never changed where they read);
+    adding blocks takes one, so two threads never write the same spare rows."""
 
     def __init__(self, budget: int = KEY_CACHE_BYTES) -> None:
         self.budget = budget
         self._kept: Optional[_Kept] = None
+        self._lock = threading.Lock()
 
     def __getstate__(self) -> dict:
-        return {"budget": self.budget, "_kept": None}
+        """Pickle the budget only: the rows are rebuilt where they are used."""
+        return {"budget": self.budget}
+
+    def __setstate__(self, state: dict) -> None:
+        self.budget = state["budget"]
+        self._kept = None
+        self._lock = threading.Lock()
 
     def __deepcopy__(self, memo: dict) -> PositionKeyCache:
+        """A copy without the rows (a copy of the model may change its weights)."""
         return PositionKeyCache(self.budget)
 
     def clear(self) -> None:
+        """Drop the kept rows (training changes the weights; a GPU does not use them)."""
         self._kept = None
 
     def keys(self, pos: RelativePositions, fusion: PositionFusion, w_kr: nn.Linear) -> torch.Tensor:
@@ -62,26 +74,41 @@ class PositionKeyCache:
         """
         identity = _identity(fusion, w_kr)
         reach = _reach(pos.max_head)
-        kept = self._kept
-        if kept is None or kept.identity != identity or kept.reach < reach:
-            kept = _Kept(identity, reach, {}, torch.full((0, 0), -1, dtype=torch.long), w_kr.weight.new_zeros(0, 0))
         n_lengths = int(pos.query_length_start.shape[0]) - 1
         pairs = torch.unique(pos.len_i * n_lengths + pos.len_j).tolist()
         needed = [(key // n_lengths, key % n_lengths) for key in pairs]
-        missing = [pair for pair in needed if pair not in kept.blocks]
-        block_bytes = (2 * kept.reach + 1) * w_kr.out_features * w_kr.weight.element_size()
-        if (len(kept.blocks) + len(missing)) * block_bytes > self.budget:
-            # Start again with this batch's blocks only; a batch that needs more is not kept.
-            kept = _Kept(identity, kept.reach, {}, kept.table[:0, :0], w_kr.weight.new_zeros(0, 0))
-            missing = needed
-            if len(needed) * block_bytes > self.budget:
-                self._kept = None
+        kept = self._kept
+        if kept is None or kept.identity != identity or kept.reach < reach or not kept.blocks.keys() >= set(needed):
+            with self._lock:
+                kept = self._added(identity, reach, needed, fusion, w_kr)
+            if kept is None:  # this batch alone needs more than the budget
                 return w_kr(fusion(pos))
-        if missing:
-            reach = kept.reach
-            kept = self._kept = _grown(kept, missing, lambda a, b: _block(fusion, w_kr, reach, a, b))
         block = kept.table[pos.len_i, pos.len_j]
         return kept.rows.index_select(0, block * (2 * kept.reach + 1) + pos.hh + kept.reach)
+
+    def _added(
+        self, identity: tuple, reach: int, needed: List[Tuple[int, int]], fusion: PositionFusion, w_kr: nn.Linear
+    ) -> Optional[_Kept]:
+        """The kept rows with the `needed` blocks in, published (under the lock); None where
+        the needed blocks alone pass the budget (nothing kept then)."""
+        kept = self._kept
+        if kept is None or kept.identity != identity or kept.reach < reach:
+            kept = _empty(identity, reach, w_kr)
+        missing = [pair for pair in needed if pair not in kept.blocks]
+        block_bytes = (2 * kept.reach + 1) * w_kr.out_features * w_kr.weight.element_size()
+        if len(needed) * block_bytes > self.budget:
+            self._kept = None
+            return None
+        if (len(kept.blocks) + len(missing)) * block_bytes > self.budget:
+            # Start again from this batch's blocks.
+            kept = _empty(identity, kept.reach, w_kr)
+            missing = needed
+        if missing:
+            at_most = self.budget // block_bytes
+            reach_now = kept.reach
+            kept = _grown(kept, missing, lambda a, b: _block(fusion, w_kr, reach_now, a, b), at_most)
+        self._kept = kept
+        return kept
 
 
 def _identity(fusion: PositionFusion, w_kr: nn.Linear) -> tuple:
@@ -99,6 +126,12 @@ def _identity(fusion: PositionFusion, w_kr: nn.Linear) -> tuple:
     )
 
 
+def _empty(identity: tuple, reach: int, w_kr: nn.Linear) -> _Kept:
+    """No rows yet, for these weights and this reach."""
+    table = torch.full((0, 0), -1, dtype=torch.long, device=w_kr.weight.device)
+    return _Kept(identity, reach, {}, table, w_kr.weight.new_zeros(0, 0))
+
+
 def _reach(max_head: int) -> int:
     """The power of two (at least MIN_REACH) that covers hh in [-max_head, max_head]."""
     return max(MIN_REACH, 1 << max(0, max_head).bit_length())
@@ -113,17 +146,20 @@ def _block(fusion: PositionFusion, w_kr: nn.Linear, reach: int, len_i: int, len_
     return w_kr(fusion.fuse(hh, *lengths, (lo, hi)))
 
 
-def _grown(kept: _Kept, missing: list, build: Callable[[int, int], torch.Tensor]) -> _Kept:
-    """`kept` with the blocks of `missing` (l_i, l_j) pairs added. The rows' storage grows by
-    doubling, so a block is copied a few times at most; rows already kept are never written,
-    so a reader holding the old object sees the same values."""
+def _grown(
+    kept: _Kept, missing: List[Tuple[int, int]], build: Callable[[int, int], torch.Tensor], at_most: int
+) -> _Kept:
+    """`kept` with the blocks of the `missing` (l_i, l_j) pairs added. The rows' storage grows
+    by doubling up to `at_most` blocks, so a block is copied a few times at most; rows already
+    kept are never written, so a reader holding the old object sees the same values."""
     blocks = dict(kept.blocks)
     built = [build(*pair) for pair in missing]
     size, width = built[0].shape
     used = len(kept.blocks) * size
     rows = kept.rows
     if rows.shape[0] < used + len(built) * size or rows.shape[1] != width:
-        grown = built[0].new_empty(max(2 * rows.shape[0], used + len(built) * size), width)
+        capacity = max(min(2 * rows.shape[0], at_most * size), used + len(built) * size)
+        grown = built[0].new_empty(capacity, width)
         if used:
             grown[:used] = rows[:used]
         rows = grown
