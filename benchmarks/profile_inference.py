@@ -1,14 +1,15 @@
 """Where inference time goes: cProfile over `nlp.pipe` at several batch sizes and decodings.
 
 Profile before optimising: this prints, for each batch size (and each --decodings setting of
-flat_ner's `decoding`), the characters per second under the profiler and the cumulative share of
-the stages that matter: lattice features, the encoder (and inside it the position triples, fused
-positions, position scores, attention and its mask), the copy of the emissions to the host, the
-NumPy decoding (Viterbi, the entity spans and probabilities), the decoding on the model's device
-(`layers.device_decoder.decode_on_device`: Viterbi, the entity runs, their probabilities and the one
-copy of the runs back) and the writing of the entities. Each stage is named by its function under
-spacy_flat (a renamed one fails here at once). The figures are shares, for comparing stages; time
-speeds with `benchmarks/speed.py` or `benchmarks/family.py` on a quiet machine.
+flat_ner's `decoding`), the characters per second under the profiler and the cumulative share of the
+stages that matter: lattice features, the encoder (and inside it the position triples, fused
+positions, position scores, the kept position rows looked up, attention and its mask), the copy of
+the emissions to the host, the NumPy decoding (Viterbi, the entity spans and probabilities), the
+decoding on the model's device (`layers.device_decoder.decode_on_device`: Viterbi, the entity runs,
+their probabilities and the one copy of the runs back) and the writing of the entities. Each stage
+is named by its function under spacy_flat (a renamed one fails here at once). The figures are
+shares, for comparing stages; time speeds with `benchmarks/speed.py` or `benchmarks/family.py` on a
+quiet machine.
 
     OMP_NUM_THREADS=1 python benchmarks/profile_inference.py resume --model training/resume/model-best
     OMP_NUM_THREADS=1 python benchmarks/profile_inference.py msra --batch-sizes 1 64 --top 25
@@ -61,6 +62,7 @@ STAGES: List[Tuple[str, str, int]] = [
     ("fused positions", "nn.position.PositionFusion.forward", 1),
     ("attention", "nn.flat_layer.FlatAttention.forward", 1),
     ("position scores", "nn.position_scores._PositionScores.forward", 2),
+    ("projected positions looked up (prediction on a CPU)", "nn.position_keys.PositionKeyCache.keys", 2),
     ("attention mask", "nn.encoder.FlatTagger._attention_mask", 1),
     ("emissions copied to the host, waiting for the device", "layers.arrays.host_emissions", 0),
     ("NumPy decoding: Viterbi", "layers.torch_tagger.TorchTagger.best_paths", 0),
