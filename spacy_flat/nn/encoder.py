@@ -257,8 +257,9 @@ class FlatTagger(nn.Module):
     def _layer_inputs(
         self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor, planned: Optional[RelativePositions]
     ) -> tuple:
-        """What each layer reads besides x: FLAT's fused positions, the distinct
-        triples and the mask; TENER's mask alone (its positions are fixed)."""
+        """What each layer reads besides x: FLAT's fused positions (in prediction on a
+        CPU the module that fuses them), the distinct triples and the mask; TENER's mask
+        alone (its positions are fixed)."""
         if self.position is None:
             return (self._attention_mask(heads, tails, token_mask, None),)
         pos = planned if planned is not None else relative_positions(heads, tails, token_mask)
