@@ -139,6 +139,12 @@ def pair_keys(heads: Any, lengths: Any, n_len: int, offset: int) -> Any:
     return rows[:, :, None] + cols[:, None, :]
 
 
+def covering_reach(distance: int) -> int:
+    """The power of two, at least 64, that covers distances in [-distance, distance]: tables
+    kept for prediction over such a range are rarely rebuilt as longer texts come."""
+    return 1 << max(6, max(0, distance).bit_length())
+
+
 def sinusoid(distances: torch.Tensor, width: int) -> torch.Tensor:
     """The paper's eqs. 9-10: p_d[2k] = sin(d / 10000^(2k/d)), p_d[2k+1] = cos(...)."""
     half = torch.arange(0, width, 2, device=distances.device, dtype=torch.float32)
@@ -212,7 +218,7 @@ class PositionFusion(nn.Module):
         cached = self._cached
         if cached is None or cached[0] != identity or lo < cached[1] or hi >= cached[1] + cached[2].shape[1]:
             # Cover a power-of-two range around zero, so a longer text rarely rebuilds.
-            reach = 1 << max(6, max(abs(lo), abs(hi)).bit_length())
+            reach = covering_reach(max(abs(lo), abs(hi)))
             cached = self._cached = (identity, -reach, self._build(-reach, reach, n_kinds))
         return cached[1], cached[2]
 

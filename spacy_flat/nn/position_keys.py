@@ -21,13 +21,13 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
-from .position import PositionFusion, RelativePositions
+from .position import PositionFusion, RelativePositions, covering_reach
 
 # Bound on one layer's kept rows (their storage), in bytes: past it the rows are dropped and
 # rebuilt for the batch at hand. Resume's and MSRA's test sets need 60-100 blocks of 513 x 160 floats (20-33 MB).
 KEY_CACHE_BYTES = 64 << 20
-# The smallest reach of hh kept (a power of two, grown by doubling as longer texts come).
-MIN_REACH = 64
+# The smallest reach of hh kept (`position.covering_reach`'s).
+MIN_REACH = covering_reach(0)
 
 
 @dataclass
@@ -73,7 +73,7 @@ class PositionKeyCache:
         RETURNS (torch.Tensor): (n_triples, width) rows.
         """
         identity = _identity(fusion, w_kr)
-        reach = _reach(pos.max_head)
+        reach = covering_reach(pos.max_head)
         n_lengths = int(pos.query_length_start.shape[0]) - 1
         pairs = torch.unique(pos.len_i * n_lengths + pos.len_j).tolist()
         needed = [(key // n_lengths, key % n_lengths) for key in pairs]
@@ -130,11 +130,6 @@ def _empty(identity: tuple, reach: int, w_kr: nn.Linear) -> _Kept:
     """No rows yet, for these weights and this reach."""
     table = torch.full((0, 0), -1, dtype=torch.long, device=w_kr.weight.device)
     return _Kept(identity, reach, {}, table, w_kr.weight.new_zeros(0, 0))
-
-
-def _reach(max_head: int) -> int:
-    """The power of two (at least MIN_REACH) that covers hh in [-max_head, max_head]."""
-    return max(MIN_REACH, 1 << max(0, max_head).bit_length())
 
 
 def _block(fusion: PositionFusion, w_kr: nn.Linear, reach: int, len_i: int, len_j: int) -> torch.Tensor:
