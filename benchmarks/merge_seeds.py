@@ -8,7 +8,9 @@ The merged record is named as the script would have named a run over all the see
 `-s012-`), its command says `--seeds N`, its test and dev F1 are the seeds' mean, sample sd and per-seed
 values (as accuracy.seeds_figures makes them), and per-run speeds, measured beside each other, are dropped.
 Commands must be the same but for the seed and OMP_NUM_THREADS; where the seeds ran on different thread
-counts the record's threads is null and its load note names each seed's.
+counts the record's threads is null and its load note names each seed's. Seeds trained at different commits
+(a run resumed after a change that leaves training alone) merge only with `--commit` (the merged record's, one of
+theirs) and `--commits-note` (why they train alike); the notes name each seed's commit.
 """
 
 import argparse
@@ -24,6 +26,8 @@ from results import RESULTS, validate
 
 OVER_SEEDS = ("test_f1", "dev_f1", "test_f1_without_boundary_rules")
 SAME = ("question", "title", "dataset", "version", "commit", "machine", "setup", "date")
+# What may differ between the seeds when the commits are named (`merge`'s `commit` and `commits_note`).
+PER_SEED_COMMITS = ("commit",)
 THREADS_PREFIX = re.compile(r"^OMP_NUM_THREADS=\d+\s+")
 
 
@@ -32,13 +36,24 @@ def bare_command(command: str) -> str:
     return re.sub(r"--seeds \d+", "--seeds N", THREADS_PREFIX.sub("", command))
 
 
-def merge(records: List[Dict[str, Any]], notes: str = "", load_note: str = "") -> Dict[str, Any]:
+def merge(
+    records: List[Dict[str, Any]], notes: str = "", load_note: str = "", commit: str = "", commits_note: str = ""
+) -> Dict[str, Any]:
     """RETURNS: The record over the seeds of `records` (one seed each, everything else equal).
 
     load_note (str): How the seeds' runs shared the machine (default: that the load is the highest of the
         records'); each seed's thread count is added where they differ.
+    commit (str): Where the seeds' commits differ, the merged record's (one of theirs)...
+    commits_note (str): ...and why the seeds train alike at those commits; both or neither.
     """
+    commits = sorted({r["commit"] for r in records})
+    if bool(commit) != bool(commits_note):
+        raise ValueError("name both the merged record's commit and why the seeds' commits train alike")
+    if commit and commit not in commits:
+        raise ValueError(f"{commit} is none of the records' commits ({', '.join(commits)})")
     for key in SAME:
+        if commit and key in PER_SEED_COMMITS:
+            continue
         values = {json.dumps(r.get(key), sort_keys=True) for r in records}
         if len(values) > 1:
             raise ValueError(f"the records differ in {key}: {sorted(values)}")
@@ -82,6 +97,12 @@ def merge(records: List[Dict[str, Any]], notes: str = "", load_note: str = "") -
         "seeds": seeds,
         "figures": figures,
     }
+    if commit:
+        merged["commit"] = commit
+        at = ", ".join(f"seed {r['seeds'][0]} at {r['commit']}" for r in records)
+        notes = " ".join(
+            part for part in (notes, f"The seeds trained at different commits ({at}): {commits_note}") if part
+        )
     if notes:
         merged["notes"] = notes
     problems = validate(merged)
@@ -95,9 +116,12 @@ def main() -> None:
     parser.add_argument("records", type=Path, nargs="+", help="accuracy records of one seed each")
     parser.add_argument("--notes", default="")
     parser.add_argument("--load-note", default="", help="how the seeds' runs shared the machine")
+    parser.add_argument("--commit", default="", help="the merged record's commit, where the seeds' differ")
+    parser.add_argument("--commits-note", default="", help="why the seeds train alike at their commits")
     parser.add_argument("--results", type=Path, default=RESULTS)
     args = parser.parse_args()
-    merged = merge([json.loads(p.read_text(encoding="utf8")) for p in args.records], args.notes, args.load_note)
+    records = [json.loads(p.read_text(encoding="utf8")) for p in args.records]
+    merged = merge(records, args.notes, args.load_note, args.commit, args.commits_note)
     path = args.results / f"{merged['id']}.json"
     path.write_text(json.dumps(merged, ensure_ascii=False, indent=2) + "\n", encoding="utf8")
     print(f"Result written: {path}")

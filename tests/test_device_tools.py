@@ -73,6 +73,17 @@ def test_merge_seeds_gives_the_record_of_a_run_over_the_seeds():
     assert merged["load"]["before"] == 3.0
 
 
+def test_merge_seeds_of_different_commits_names_each_seeds():
+    seeds = [one_seed(0, 94.0, 94.2), one_seed(1, 95.0, 94.8, commit="def5678")]
+    merged = merge_seeds.merge(seeds, notes="Two seeds.", commit="def5678", commits_note="training is the same.")
+    assert merged["commit"] == "def5678"
+    assert merged["notes"] == (
+        "Two seeds. The seeds trained at different commits (seed 0 at abc1234, seed 1 at def5678): "
+        "training is the same."
+    )
+    assert merged["figures"]["test_f1"]["per_seed"] == [94.0, 95.0]
+
+
 def test_merge_seeds_refuses_records_of_different_runs():
     with pytest.raises(ValueError, match="setup"):
         merge_seeds.merge([one_seed(0, 94.0, 94.0), one_seed(1, 94.0, 94.0, setup={"epochs": 3})])
@@ -80,6 +91,14 @@ def test_merge_seeds_refuses_records_of_different_runs():
         merge_seeds.merge([one_seed(0, 94.0, 94.0), one_seed(1, 94.0, 94.0, commit="def5678")])
     with pytest.raises(ValueError, match="one seed"):
         merge_seeds.merge([one_seed(0, 94.0, 94.0, seeds=[0, 1])])
+    with pytest.raises(ValueError, match="none of the records' commits"):
+        merge_seeds.merge(
+            [one_seed(0, 94.0, 94.0), one_seed(1, 94.0, 94.0, commit="def5678")],
+            commit="fff0000",
+            commits_note="same training",
+        )
+    with pytest.raises(ValueError, match="name both"):
+        merge_seeds.merge([one_seed(0, 94.0, 94.0), one_seed(1, 94.0, 94.0, commit="def5678")], commit="def5678")
     other = one_seed(1, 94.0, 94.0)
     other["command"] = other["command"].replace("--epochs 6", "--epochs 3")
     with pytest.raises(ValueError, match="commands differ"):
