@@ -64,7 +64,7 @@ def test_project_all_on_a_slice(tmp_path: Path):
 @needs_shared
 def test_project_news_on_a_slice(tmp_path: Path):
     """The general-purpose news pipeline's workflow: MSRA converted with readable labels, the bigram
-    table pretrained on slices of the raw corpora (MSRA's dev and test held back), DC-SAN with the
+    table pretrained on slices of the raw corpora (MSRA's dev and test held back), FLAT with the
     word2vec lexicon and that table trained for two steps, evaluated and packaged."""
     project = tmp_path / "project"
     project.mkdir()
@@ -102,7 +102,7 @@ def test_project_news_on_a_slice(tmp_path: Path):
     (project / "assets" / "vectors" / "words.vector").unlink()
     nlp = spacy.load(model)
     config = nlp.config["components"]["flat_ner"]["model"]
-    assert config["@architectures"] == "spacy-flat.DcsanTagger.v1" and config["bigram_vectors"]
+    assert config["@architectures"] == "spacy-flat.FlatTagger.v1" and config["bigram_vectors"]
     assert set(nlp.get_pipe("flat_ner").labels) == labels
 
 

@@ -35,7 +35,7 @@ SCHEDULED = {
     "resume_dcsan_trf.cfg": ("resume/train.char.bmes", 0, 10),
     "weibo.cfg": ("weibo/weiboNER_2nd_conll.train", 0, 30),
     "msra.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
-    "msra_news.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 4),
+    "msra_news.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
     "resume_pretrained.cfg": ("resume/train.char.bmes", 0, 30),
     "weibo_pretrained.cfg": ("weibo/weiboNER_2nd_conll.train", 0, 30),
     "msra_pretrained.cfg": ("msra/train_dev.char.bmes", MSRA_DEV_SENTENCES, 10),
