@@ -174,7 +174,7 @@ HEADLINE: List[Tuple[str, Dict[str, str]]] = [
         {
             "resume": "accuracy-resume-flat-wiki-words+own-bigrams-raw-10ep-s012",
             "weibo": "accuracy-weibo-flat-wiki-words+own-bigrams-raw-10ep-s012",
-            "msra": "accuracy-msra-flat-wiki-words+own-bigrams-4ep-s012",
+            "msra": "accuracy-msra-flat-wiki-words+own-bigrams-10ep-s012",
         },
     ),
     (
@@ -182,7 +182,7 @@ HEADLINE: List[Tuple[str, Dict[str, str]]] = [
         {
             "resume": "accuracy-resume-dcsan-wiki-words+own-bigrams-raw-10ep-s012",
             "weibo": "accuracy-weibo-dcsan-wiki-words+own-bigrams-raw-10ep-s012",
-            "msra": "accuracy-msra-dcsan-wiki-words+own-bigrams-4ep-s012",
+            "msra": "accuracy-msra-dcsan-wiki-words+own-bigrams-10ep-s012",
         },
     ),
     (
@@ -292,7 +292,7 @@ CHOICES = [
         "`configs/<dataset>.cfg`",
         [
             ("Weibo", "accuracy-weibo-flat-wiki-words+own-bigrams-raw-10ep-s012"),
-            ("MSRA", "accuracy-msra-flat-wiki-words+own-bigrams-4ep-s012"),
+            ("MSRA", "accuracy-msra-flat-wiki-words+own-bigrams-10ep-s012"),
         ],
     ),
     (
@@ -301,7 +301,7 @@ CHOICES = [
         "`configs/<dataset>_dcsan.cfg`",
         [
             ("Weibo", "accuracy-weibo-dcsan-wiki-words+own-bigrams-raw-10ep-s012"),
-            ("MSRA", "accuracy-msra-dcsan-wiki-words+own-bigrams-4ep-s012"),
+            ("MSRA", "accuracy-msra-dcsan-wiki-words+own-bigrams-10ep-s012"),
         ],
     ),
     (
