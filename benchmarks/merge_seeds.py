@@ -51,6 +51,8 @@ def merge(
         raise ValueError("name both the merged record's commit and why the seeds' commits train alike")
     if commit and commit not in commits:
         raise ValueError(f"{commit} is none of the records' commits ({', '.join(commits)})")
+    if commit and len(commits) == 1:
+        raise ValueError(f"the seeds share their commit ({commit}): nothing to name")
     for key in SAME:
         if commit and key in PER_SEED_COMMITS:
             continue

@@ -97,6 +97,8 @@ def test_merge_seeds_refuses_records_of_different_runs():
             commit="fff0000",
             commits_note="same training",
         )
+    with pytest.raises(ValueError, match="share their commit"):
+        merge_seeds.merge([one_seed(0, 94.0, 94.0), one_seed(1, 94.0, 94.0)], commit="abc1234", commits_note="same")
     with pytest.raises(ValueError, match="name both"):
         merge_seeds.merge([one_seed(0, 94.0, 94.0), one_seed(1, 94.0, 94.0, commit="def5678")], commit="def5678")
     other = one_seed(1, 94.0, 94.0)
