@@ -71,7 +71,10 @@ def test_a_figure_edited_by_hand_is_caught():
     text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
     figure = "90.12 ± 0.39"
     assert figure in text
-    edited = text.replace(figure, "90.31 ± 0.39", 1)
+    # The edit writes a value no record holds (the records' dev curves hold many).
+    held = {round(value, 2) for value in [*results.numbers(RECORDS.values()), *render.derived_numbers(RECORDS)]}
+    unheld = next(x / 100 for x in range(9013, 9999) if round(x / 100, 2) not in held)
+    edited = text.replace(figure, f"{unheld:.2f} ± 0.39", 1)
     assert unknown_numbers(edited, RECORDS), "a number no record holds went unnoticed"
     assert render.differences("BENCHMARKS.md", edited, text), "the check did not see the edit"
 
