@@ -26,8 +26,6 @@ from results import RESULTS, validate
 
 OVER_SEEDS = ("test_f1", "dev_f1", "test_f1_without_boundary_rules")
 SAME = ("question", "title", "dataset", "version", "commit", "machine", "setup", "date")
-# What may differ between the seeds when the commits are named (`merge`'s `commit` and `commits_note`).
-PER_SEED_COMMITS = ("commit",)
 THREADS_PREFIX = re.compile(r"^OMP_NUM_THREADS=\d+\s+")
 
 
@@ -53,9 +51,7 @@ def merge(
         raise ValueError(f"{commit} is none of the records' commits ({', '.join(commits)})")
     if commit and len(commits) == 1:
         raise ValueError(f"the seeds share their commit ({commit}): nothing to name")
-    for key in SAME:
-        if commit and key in PER_SEED_COMMITS:
-            continue
+    for key in (k for k in SAME if not (commit and k == "commit")):  # a named commit may differ by seed
         values = {json.dumps(r.get(key), sort_keys=True) for r in records}
         if len(values) > 1:
             raise ValueError(f"the records differ in {key}: {sorted(values)}")
