@@ -42,6 +42,13 @@ class FlatSettings:
     mask_self_matched (bool): FLAT_msm ablation.
     max_distance (int): FLAT_mld ablation (10 in the paper); -1 for none.
     head_only (bool): FLAT_head ablation.
+    position_distances (int): FLAT's distances fused into R: 4 (eq. 8: hh, ht, th, tt) or 2
+        (hh and tt, the released code's default fusion).
+    key_projection (bool), output_projection (bool): FLAT's attention projects its keys
+        (W_k) and its output (W_o); the released code does neither (keys are the layer's input).
+    residual (bool): Each sublayer adds its input back before its layer norm (the
+        Transformer's layer); False is the released FLAT code's layer, whose add & norm adds
+        a sublayer's output to itself: LN(Attn(x)), then LN(FFN(.)), no dropout between.
     mixed_precision (bool), grad_scaler_config (dict): PyTorch autocast and grad scaling.
     mixed_precision_dtype (str): The autocast type on a CUDA device, "float16" (thinc's)
         or "bfloat16" (float32's range: no loss scaling needed). On a CPU the model
@@ -81,6 +88,10 @@ class FlatSettings:
     mask_self_matched: bool = False
     max_distance: int = -1
     head_only: bool = False
+    position_distances: int = 4
+    key_projection: bool = True
+    output_projection: bool = True
+    residual: bool = True
     mixed_precision: bool = False
     mixed_precision_dtype: str = "float16"
     grad_scaler_config: Optional[Dict[str, Any]] = None
@@ -101,6 +112,8 @@ class FlatSettings:
             raise ValueError("coupled_forget is a setting of the Lattice LSTM's character cell")
         elif self.width % self.n_heads:
             raise ValueError(f"width {self.width} is not divisible by {self.n_heads} heads")
+        if self.position_distances not in (2, 4):
+            raise ValueError(f"position_distances must be 4 or 2, got {self.position_distances}")
         if self.mixed_precision_dtype not in AUTOCAST_DTYPES:
             raise ValueError(
                 f"mixed_precision_dtype must be one of {AUTOCAST_DTYPES}, got {self.mixed_precision_dtype!r}"
@@ -115,12 +128,28 @@ class FlatSettings:
 TRANSFORMER_ONLY = ("use_char_embeddings", "learn_rate_scale", "encoder")
 # Settings of FLAT's lattice attention, which TENER and DC-SAN do not have, and
 # of the lattice words, which TENER (characters only) does not have either.
-FLAT_ONLY = ("mask_self_matched", "max_distance", "head_only")
+FLAT_ONLY = (
+    "mask_self_matched",
+    "max_distance",
+    "head_only",
+    "position_distances",
+    "key_projection",
+    "output_projection",
+)
 LATTICE_ONLY = ("word_width", "word_rows", "max_words", *FLAT_ONLY)
 # Settings of the Lattice LSTM's cell, which the attention models do not have.
 LSTM_ONLY = ("coupled_forget",)
 # Settings of the attention layers, which the Lattice LSTM does not have.
-ATTENTION_ONLY = ("n_heads", "ffn_width", "n_layers", "dropout", "attention_dropout", "scaled", *FLAT_ONLY)
+ATTENTION_ONLY = (
+    "n_heads",
+    "ffn_width",
+    "n_layers",
+    "dropout",
+    "attention_dropout",
+    "scaled",
+    "residual",
+    *FLAT_ONLY,
+)
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -45,7 +45,7 @@ def literal_position_scores(attn: FlatAttention, fusion: PositionFusion, q, head
     tt = tails[:, :, None] - tails[:, None, :]
     lo, hi = -2 * n - 8, 2 * n + 8
     table = sinusoid(torch.arange(lo, hi + 1), width)
-    kinds = [hh, th, ht, tt] if not fusion.head_only else [hh]
+    kinds = [hh] if fusion.head_only else [hh, tt] if len(fusion.kinds) == 2 else [hh, th, ht, tt]
     parts = [table[k - lo] for k in kinds]
     if fusion.head_only:
         w = fusion.w_r.weight[:, :width]
@@ -57,10 +57,14 @@ def literal_position_scores(attn: FlatAttention, fusion: PositionFusion, q, head
     return torch.einsum("bhid,bijhd->bhij", qv, rk)
 
 
-@pytest.mark.parametrize("head_only", [False, True])
+# PositionFusion's settings: the four distances, FLAT_head's p_hh alone, the released code's p_hh and p_tt.
+FUSIONS = {"four": {}, "head": {"head_only": True}, "two": {"distances": 2}}
+
+
+@pytest.mark.parametrize("fusion_kind", sorted(FUSIONS))
 @pytest.mark.parametrize("budget", [1 << 23, 64])
 @pytest.mark.parametrize("splits", [1, 3])
-def test_position_term_matches_literal(head_only, budget, splits, monkeypatch):
+def test_position_term_matches_literal(fusion_kind, budget, splits, monkeypatch):
     """Values and gradients (to the queries, v, W_kR and W_r) equal the literal term's, the
     queries of a length scored whole or in runs of heads against their own triples."""
     monkeypatch.setattr(position_scores_module, "POSITION_SCORE_BUDGET", budget)
@@ -70,7 +74,7 @@ def test_position_term_matches_literal(head_only, budget, splits, monkeypatch):
     heads, tails, mask = random_lattice(4, seed=1)
     width, n_heads = 16, 4
     attn = FlatAttention(width, n_heads)
-    fusion = PositionFusion(width, head_only=head_only)
+    fusion = PositionFusion(width, **FUSIONS[fusion_kind])
     with torch.no_grad():
         attn.v.normal_()
     pos = relative_positions(heads, tails, mask)
@@ -148,10 +152,10 @@ def test_the_triples_are_those_of_the_real_pairs():
     assert set(table) == real and len(table) == len(real)
 
 
-@pytest.mark.parametrize("head_only", [False, True])
-def test_fused_positions_kept_for_prediction_follow_the_weights(head_only):
+@pytest.mark.parametrize("fusion_kind", sorted(FUSIONS))
+def test_fused_positions_kept_for_prediction_follow_the_weights(fusion_kind):
     torch.manual_seed(0)
-    fusion = PositionFusion(16, head_only=head_only)
+    fusion = PositionFusion(16, **FUSIONS[fusion_kind])
     heads, tails, mask = random_lattice(3, seed=4)
     pos = relative_positions(heads, tails, mask)
     fresh = fusion(pos)  # autograd on: built per call, nothing kept

@@ -62,22 +62,14 @@ class FlatTagger(nn.Module):
         # TENER: characters only, its own relative positions, no lattice position term.
         # DC-SAN: characters attended by their soft-lexicon word sets, then TENER's layers.
         self.tener = s.encoder in ("tener", "dcsan")
-        self.position = None if self.tener or self.lattice else PositionFusion(s.width, head_only=s.head_only)
+        self.position = None
+        if not (self.tener or self.lattice):
+            self.position = PositionFusion(s.width, head_only=s.head_only, distances=s.position_distances)
         self.dcsan: Optional[DcsanInput] = None
         if s.encoder == "dcsan":
             self.dcsan = DcsanInput(s.word_width, s.width, s.n_heads, attention_dropout=s.attention_dropout)
         layer = TenerLayer if self.tener else FlatLayer
-        self.layers = nn.ModuleList(
-            layer(
-                s.width,
-                s.n_heads,
-                s.ffn_width,
-                dropout=s.dropout,
-                attention_dropout=s.attention_dropout,
-                scaled=s.scaled,
-            )
-            for _ in range(0 if self.lattice else s.n_layers)
-        )
+        self.layers = nn.ModuleList(layer.from_settings(s) for _ in range(0 if self.lattice else s.n_layers))
         self.output_dropout = Dropout(s.output_dropout)
         self.output = nn.Linear(s.width, 1)
         self.crf: Optional[ConstrainedCRF] = None

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional, Tuple, Union
 import torch
 from torch import nn
 
+from ..settings import FlatSettings
 from .dropout import Dropout
 from .position import PositionFusion, RelativePositions
 from .position_keys import PositionKeyCache
@@ -32,18 +33,31 @@ class FlatAttention(nn.Module):
     The position term is scored against the distinct triples only and then
     gathered per pair, in row chunks (`position_scores`), so no (n x n x d)
     tensor is ever built.
+
+    key_projection (bool), output_projection (bool): k_j = W_k x_j, and W_o on the
+        heads' concatenated output; without them (the released code's attention) the
+        keys are the inputs and the output is the heads' concatenation.
     """
 
-    def __init__(self, width: int, n_heads: int, *, dropout: float = 0.0, scaled: bool = True) -> None:
+    def __init__(
+        self,
+        width: int,
+        n_heads: int,
+        *,
+        dropout: float = 0.0,
+        scaled: bool = True,
+        key_projection: bool = True,
+        output_projection: bool = True,
+    ) -> None:
         super().__init__()
         self.n_heads, self.head_width, self.scale = split_heads(width, n_heads, scaled)
         self.w_q = nn.Linear(width, width)
-        self.w_k = nn.Linear(width, width)
+        self.w_k: nn.Module = nn.Linear(width, width) if key_projection else nn.Identity()
         self.w_v = nn.Linear(width, width)
         self.w_kr = nn.Linear(width, width, bias=False)
         self.u = nn.Parameter(torch.zeros(n_heads, self.head_width))
         self.v = nn.Parameter(torch.zeros(n_heads, self.head_width))
-        self.w_o = nn.Linear(width, width)
+        self.w_o: nn.Module = nn.Linear(width, width) if output_projection else nn.Identity()
         self.dropout = Dropout(dropout)
         # W_kR R rows kept between prediction batches (not weights: never saved).
         self.position_keys = PositionKeyCache()
@@ -91,20 +105,51 @@ class FlatAttention(nn.Module):
 class ResidualLayer(nn.Module):
     """An attention sublayer and a feed-forward sublayer, each with residual,
     dropout and layer norm (the Transformer's post-norm layer). FLAT and TENER
-    differ only in the attention they put in it."""
+    differ only in the attention they put in it.
 
-    # The attention sublayer's class: (width, n_heads, dropout=, scaled=) -> module.
+    residual (bool): False gives the released FLAT code's layer, LN(Attn(x)) then
+        LN(FFN(.)): its add & norm adds a sublayer's output to itself (LN(2y) = LN(y)),
+        and it drops out nothing between the sublayers (the FFN keeps its inner dropout
+        and, as there, drops out its output too).
+    attention (Any): Further settings of the attention sublayer.
+    """
+
+    # The attention sublayer's class: (width, n_heads, dropout=, scaled=, **attention) -> module.
     attention_type: Callable[..., nn.Module]
 
     def __init__(
-        self, width: int, n_heads: int, ffn_width: int, *, dropout: float, attention_dropout: float, scaled: bool
+        self,
+        width: int,
+        n_heads: int,
+        ffn_width: int,
+        *,
+        dropout: float,
+        attention_dropout: float,
+        scaled: bool,
+        residual: bool = True,
+        **attention: Any,
     ) -> None:
         super().__init__()
-        self.attention = self.attention_type(width, n_heads, dropout=attention_dropout, scaled=scaled)
+        self.attention = self.attention_type(width, n_heads, dropout=attention_dropout, scaled=scaled, **attention)
         self.norm1 = nn.LayerNorm(width)
         self.ffn = nn.Sequential(nn.Linear(width, ffn_width), nn.ReLU(), Dropout(dropout), nn.Linear(ffn_width, width))
         self.norm2 = nn.LayerNorm(width)
         self.dropout = Dropout(dropout)
+        self.residual = residual
+
+    @classmethod
+    def from_settings(cls, s: FlatSettings, **attention: Any) -> ResidualLayer:
+        """A layer of the model `s` describes."""
+        return cls(
+            s.width,
+            s.n_heads,
+            s.ffn_width,
+            dropout=s.dropout,
+            attention_dropout=s.attention_dropout,
+            scaled=s.scaled,
+            residual=s.residual,
+            **attention,
+        )
 
     def forward(self, x: torch.Tensor, *inputs: Any, n_queries: Optional[int] = None) -> torch.Tensor:
         """x (B, n, d) and what the attention reads besides it → (B, n, d).
@@ -113,9 +158,13 @@ class ResidualLayer(nn.Module):
             each row (B, n_queries, d): keys and values still come from every token.
         """
         if n_queries is None:
-            x = self.norm1(x + self.dropout(self.attention(x, *inputs)))
+            attended = self.attention(x, *inputs)
         else:
-            x = self.norm1(x[:, :n_queries] + self.dropout(self.attention(x, *inputs, n_queries=n_queries)))
+            attended = self.attention(x, *inputs, n_queries=n_queries)
+            x = x[:, :n_queries]
+        if not self.residual:
+            return self.norm2(self.dropout(self.ffn(self.norm1(attended))))
+        x = self.norm1(x + self.dropout(attended))
         return self.norm2(x + self.dropout(self.ffn(x)))
 
 
@@ -123,3 +172,9 @@ class FlatLayer(ResidualLayer):
     """FLAT's layer: its attention over the lattice (reads rel, pos and attend)."""
 
     attention_type = FlatAttention
+
+    @classmethod
+    def from_settings(cls, s: FlatSettings, **attention: Any) -> ResidualLayer:
+        """A layer of the model `s` describes, with the projections it chooses."""
+        projections = {"key_projection": s.key_projection, "output_projection": s.output_projection}
+        return super().from_settings(s, **projections, **attention)
