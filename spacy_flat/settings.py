@@ -49,6 +49,9 @@ class FlatSettings:
     residual (bool): Each sublayer adds its input back before its layer norm (the
         Transformer's layer); False is the released FLAT code's layer, whose add & norm adds
         a sublayer's output to itself: LN(Attn(x)), then LN(FFN(.)), no dropout between.
+    xavier_init (bool): Draw the weight matrices but the embeddings', the position fusion's and
+        the CRF's from a Xavier-uniform distribution at initialization, as the released FLAT code
+        does; False keeps PyTorch's defaults (and zeros for FLAT's u and v).
     mixed_precision (bool), grad_scaler_config (dict): PyTorch autocast and grad scaling.
     mixed_precision_dtype (str): The autocast type on a CUDA device, "float16" (thinc's)
         or "bfloat16" (float32's range: no loss scaling needed). On a CPU the model
@@ -92,6 +95,7 @@ class FlatSettings:
     key_projection: bool = True
     output_projection: bool = True
     residual: bool = True
+    xavier_init: bool = False
     mixed_precision: bool = False
     mixed_precision_dtype: str = "float16"
     grad_scaler_config: Optional[Dict[str, Any]] = None
@@ -148,6 +152,7 @@ ATTENTION_ONLY = (
     "attention_dropout",
     "scaled",
     "residual",
+    "xavier_init",
     *FLAT_ONLY,
 )
 F = TypeVar("F", bound=Callable[..., Any])

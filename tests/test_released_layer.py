@@ -9,6 +9,7 @@ import spacy
 import torch
 from thinc.util import fix_random_seed
 
+from spacy_flat.nn.encoder import FlatTagger
 from spacy_flat.nn.flat_layer import FlatAttention, FlatLayer
 from spacy_flat.nn.position import relative_positions
 from spacy_flat.pipeline.architectures import (
@@ -109,3 +110,33 @@ def test_the_released_layer_trains_saves_and_predicts_alike_on_every_path(tmp_pa
     int8 = spacy.load(tmp_path / "released", config={"components": {"flat_ner": {"model": {"int8_inference": True}}}})
     assert float(numpy.abs(scores_of(int8, TEXT) - scores).max()) < 0.05 * float(numpy.abs(scores).max())
     assert [e.text for e in nlp(TEXT).ents] == [e.text for e in loaded(TEXT).ents]
+
+
+def _configured(**settings) -> FlatTagger:
+    torch.manual_seed(0)
+    model = FlatTagger(FlatSettings(width=64, n_heads=4, ffn_width=96, char_width=8, word_width=8, **settings))
+    model.configure(n_chars=30, vector_width=0, n_tags=3, transitions=[(0, 0)], starts=[0], ends=[0])
+    return model
+
+
+def test_xavier_init_redraws_the_matrices_but_embeddings_positions_and_crf():
+    plain, xavier = _configured(), _configured(xavier_init=True)
+    redrawn = set()
+    for (name, before), (_, after) in zip(plain.named_parameters(), xavier.named_parameters()):
+        if not torch.equal(before, after):
+            redrawn.add(name)
+    attention = ["w_q.weight", "w_k.weight", "w_v.weight", "w_kr.weight", "u", "v", "w_o.weight"]
+    layer = [f"attention.{name}" for name in attention] + ["ffn.0.weight", "ffn.3.weight"]
+    expected = {"char_proj.weight", "word_proj.weight", "output.weight", *(f"layers.0.{n}" for n in layer)}
+    assert redrawn == expected
+    attention = xavier.layers[0].attention
+    assert attention.u.abs().max() > 0 and plain.layers[0].attention.u.abs().max() == 0
+    # Xavier's bound for a square 64 x 64 layer is sqrt(6 / 128); PyTorch's default 1 / sqrt(64).
+    assert 0.8 * (6 / 128) ** 0.5 < attention.w_q.weight.abs().max() <= (6 / 128) ** 0.5
+    assert plain.layers[0].attention.w_q.weight.abs().max() <= 1 / 8
+
+
+def test_a_loaded_model_keeps_its_weights_whatever_its_init(tmp_path):
+    nlp = _pipeline(xavier_init=True)
+    nlp.to_disk(tmp_path / "xavier")
+    numpy.testing.assert_array_equal(scores_of(spacy.load(tmp_path / "xavier"), TEXT), scores_of(nlp, TEXT))

@@ -16,6 +16,7 @@ from .dcsan import DcsanInput
 from .dropout import Dropout
 from .embeddings import HashEmbedding, TypeEmbedding
 from .flat_layer import FlatLayer
+from .init import xavier_weights
 from .lattice_lstm import LatticeLstm
 from .position import PositionFusion, RelativePositions, relative_positions
 from .tener import TenerLayer
@@ -30,7 +31,7 @@ class FlatTagger(nn.Module):
 
     def __init__(self, settings: FlatSettings) -> None:
         super().__init__()
-        s = settings
+        s = self.settings = settings
         self.width = s.width
         self.char_width = s.char_width
         self.use_char_embeddings = s.use_char_embeddings
@@ -117,6 +118,8 @@ class FlatTagger(nn.Module):
         self.type_embed = TypeEmbedding(n_word_types, self.word_width).to(device) if n_word_types else None
         self.output = nn.Linear(self.width, n_tags).to(device)
         self.crf = ConstrainedCRF(n_tags, transitions, starts, ends).to(device)
+        if self.settings.xavier_init:  # before any weights are loaded, so only a new model's
+            xavier_weights(self)
 
     def _char_input_width(self) -> int:
         chars = self.char_width if self.use_char_embeddings else 0
