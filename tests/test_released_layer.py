@@ -1,5 +1,6 @@
-"""FLAT's layer as its released code builds it, as settings: no key or output projection,
-p_hh and p_tt alone in R, and sublayers without a residual path; the defaults unchanged."""
+"""FLAT's layer and initialization as its released code builds them, as settings: no key or
+output projection, p_hh and p_tt alone in R, sublayers without a residual path, Xavier-uniform
+weight matrices; the defaults unchanged."""
 
 import inspect
 
@@ -80,7 +81,7 @@ def test_a_layer_without_residual_normalizes_each_sublayers_own_output(n_queries
     assert torch.allclose(got, layer.norm2(2 * layer.ffn(layer.norm1(2 * attended))), atol=2e-4)
     if n_queries is not None:
         assert torch.allclose(got, layer(x, rel, pos, attend)[:, :n_queries], atol=1e-6)
-    # The same weights with the residual path give other outputs.
+    # A layer with the residual path (and W_k, W_o) sharing the other weights gives other outputs.
     assert not torch.allclose(got, with_residual(x, rel, pos, attend, n_queries=n_queries), atol=1e-3)
 
 
@@ -125,8 +126,8 @@ def test_xavier_init_redraws_the_matrices_but_embeddings_positions_and_crf():
     for (name, before), (_, after) in zip(plain.named_parameters(), xavier.named_parameters()):
         if not torch.equal(before, after):
             redrawn.add(name)
-    attention = ["w_q.weight", "w_k.weight", "w_v.weight", "w_kr.weight", "u", "v", "w_o.weight"]
-    layer = [f"attention.{name}" for name in attention] + ["ffn.0.weight", "ffn.3.weight"]
+    attention_names = ["w_q.weight", "w_k.weight", "w_v.weight", "w_kr.weight", "u", "v", "w_o.weight"]
+    layer = [f"attention.{name}" for name in attention_names] + ["ffn.0.weight", "ffn.3.weight"]
     expected = {"char_proj.weight", "word_proj.weight", "output.weight", *(f"layers.0.{n}" for n in layer)}
     assert redrawn == expected
     attention = xavier.layers[0].attention
