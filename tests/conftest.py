@@ -2,7 +2,7 @@
 
 import json
 from pathlib import Path
-from typing import Callable, List
+from typing import Any, Callable, List
 
 import numpy
 import pytest
@@ -112,12 +112,12 @@ FAMILY = {
 }
 
 
-def build_family(architecture: str, steps: int = 30, seed: int = 0) -> Language:
+def build_family(architecture: str, steps: int = 30, seed: int = 0, **settings: Any) -> Language:
     """A small pipeline of one of the family's architectures (FAMILY), with the small
-    lexicon, trained on the tiny corpus."""
+    lexicon, trained on the tiny corpus; `settings` override the architecture's."""
     fix_random_seed(seed)
     nlp = spacy.blank("zh")
-    ner = nlp.add_pipe("flat_ner", config={"model": FAMILY[architecture]})
+    ner = nlp.add_pipe("flat_ner", config={"model": {**FAMILY[architecture], **settings}})
     examples = tiny_examples(nlp)
     ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
     optimizer = nlp.create_optimizer()

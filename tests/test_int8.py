@@ -5,23 +5,14 @@ import numpy
 import pytest
 import spacy
 import torch
-from thinc.util import fix_random_seed
 
-from .conftest import FAMILY, scores_of, small_lexicon, tiny_examples
+from .conftest import build_family, scores_of, tiny_examples
 
 TEXT = "张伟毕业于北京大学，现在上海华为公司工作。"
 
 
 def _pipeline(architecture: str, int8: bool) -> spacy.Language:
-    fix_random_seed(0)
-    nlp = spacy.blank("zh")
-    ner = nlp.add_pipe("flat_ner", config={"model": {**FAMILY[architecture], "int8_inference": int8}})
-    examples = tiny_examples(nlp)
-    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
-    optimizer = nlp.create_optimizer()
-    for _ in range(10):
-        nlp.update(examples, sgd=optimizer)
-    return nlp
+    return build_family(architecture, steps=10, int8_inference=int8)
 
 
 def _shim(nlp: spacy.Language):  # type: ignore[no-untyped-def]

@@ -8,7 +8,6 @@ import numpy
 import pytest
 import spacy
 import torch
-from thinc.util import fix_random_seed
 
 from spacy_flat.nn.encoder import FlatTagger
 from spacy_flat.nn.flat_layer import FlatAttention, FlatLayer
@@ -21,7 +20,7 @@ from spacy_flat.pipeline.architectures import (
 )
 from spacy_flat.settings import FlatSettings
 
-from .conftest import FAMILY, scores_of, small_lexicon, tiny_examples
+from .conftest import build_family, scores_of
 from .test_encoder import random_lattice
 
 RELEASED = {"residual": False, "key_projection": False, "output_projection": False, "position_distances": 2}
@@ -85,25 +84,14 @@ def test_a_layer_without_residual_normalizes_each_sublayers_own_output(n_queries
     assert not torch.allclose(got, with_residual(x, rel, pos, attend, n_queries=n_queries), atol=1e-3)
 
 
-def _pipeline(**settings):
-    fix_random_seed(0)
-    nlp = spacy.blank("zh")
-    ner = nlp.add_pipe("flat_ner", config={"model": {**FAMILY["flat"], **settings}})
-    examples = tiny_examples(nlp)
-    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
-    optimizer = nlp.create_optimizer()
-    for _ in range(10):
-        nlp.update(examples, sgd=optimizer)
-    return nlp
-
-
 def test_the_released_layer_trains_saves_and_predicts_alike_on_every_path(tmp_path):
-    nlp = _pipeline(**RELEASED)
+    nlp = build_family("flat", steps=10, **RELEASED)
     model = nlp.get_pipe("flat_ner").model
     tagger = next(shim for node in model.walk() for shim in node.shims)._model
     assert tagger.position.w_r.in_features == 2 * tagger.width and not tagger.layers[0].residual
     scores = scores_of(nlp, TEXT)
-    assert numpy.isfinite(scores).all() and not numpy.array_equal(scores, scores_of(_pipeline(), TEXT))
+    default = scores_of(build_family("flat", steps=10), TEXT)
+    assert numpy.isfinite(scores).all() and not numpy.array_equal(scores, default)
     nlp.to_disk(tmp_path / "released")
     loaded = spacy.load(tmp_path / "released")
     numpy.testing.assert_array_equal(scores_of(loaded, TEXT), scores)
@@ -138,6 +126,6 @@ def test_xavier_init_redraws_the_matrices_but_embeddings_positions_and_crf():
 
 
 def test_a_loaded_model_keeps_its_weights_whatever_its_init(tmp_path):
-    nlp = _pipeline(xavier_init=True)
+    nlp = build_family("flat", steps=10, xavier_init=True)
     nlp.to_disk(tmp_path / "xavier")
     numpy.testing.assert_array_equal(scores_of(spacy.load(tmp_path / "xavier"), TEXT), scores_of(nlp, TEXT))
