@@ -12,7 +12,7 @@ from spacy.util import fix_random_seed
 from spacy_flat.errors import LexiconError
 from spacy_flat.lattice.char_vocab import CharVocab
 from spacy_flat.lattice.features import featurize
-from spacy_flat.lattice.gazetteers import add_gazetteers, read_gazetteer, read_typed_words
+from spacy_flat.lattice.gazetteers import add_gazetteers, read_gazetteer, read_tagged_words, read_typed_words
 from spacy_flat.lattice.lexicon import MAX_TYPES, Lexicon
 from spacy_flat.nn.embeddings import TypeEmbedding
 
@@ -93,6 +93,49 @@ def test_add_gazetteers_types_words_per_file_and_per_word(tmp_path):
     add_gazetteers(lexicon, {"brand": str(brands)}, str(typed))
     assert lexicon.types_of("华为") == ["brand", "company"]
     assert lexicon.types_of("李白") == ["person", "poet"] and lexicon.types_of("北京") == []
+
+
+def test_tagged_dictionaries_type_the_words_of_the_tags_asked_for(tmp_path):
+    tagged = tmp_path / "dict.txt"
+    tagged.write_text("李白 320 nr\n北京 3400 ns\n吃饭 900 v\n京 12 ns\n\n新华社 1200 nt\n", encoding="utf8")
+    by_type, report = read_tagged_words(tagged, {"nr": "person", "ns": "place", "nt": "organization"})
+    assert by_type == {"person": ["李白"], "place": ["北京"], "organization": ["新华社"]}
+    assert report.read == 5 and report.kept == 3
+    lexicon = Lexicon(["北京", "吃饭"])
+    add_gazetteers(lexicon, {}, tagged_words=(tagged, {"ns": "place", "nr": "person"}))
+    # Tagged words join the lexicon; a word already in it keeps its row and gains the type.
+    assert lexicon.types_of("北京") == ["place"] and lexicon.types_of("李白") == ["person"]
+    assert "新华社" not in lexicon and lexicon.types_of("吃饭") == [] and len(lexicon) == 3
+    with pytest.raises(LexiconError, match=r"dict.txt: no word is tagged 'nrr'"):
+        read_tagged_words(tagged, {"nrr": "person"})
+    tagged.write_text("李白 320 nr\n杜甫 nr\n", encoding="utf8")
+    with pytest.raises(LexiconError, match=r"dict.txt:2: expected 'word freq tag'"):
+        read_tagged_words(tagged, {"nr": "person"})
+
+
+def test_jieba_lexicons_type_jiebas_own_words_by_their_tags(tmp_path):
+    from spacy.util import registry
+
+    from spacy_flat.lattice.readers import jieba_dir
+
+    tags = {"nr": "person", "ns": "place", "nt": "organization"}
+    lexicon = registry.misc.get("spacy-flat.jieba_lexicon.v1")(jieba_types=tags)()
+    assert sorted(lexicon.types) == ["organization", "person", "place"]
+    # Count the tagged words of dict.txt independently of the reader.
+    expected = {t: set() for t in tags.values()}
+    for line in (jieba_dir() / "dict.txt").read_text(encoding="utf8").splitlines():
+        word, _, tag = line.split()
+        if tag in tags and len(word) >= 2:
+            expected[tags[tag]].add(word)
+    for type_name, words in expected.items():
+        assert sum(type_name in lexicon.types_of(w) for w in words) == len(words) > 1000
+    plain = registry.misc.get("spacy-flat.jieba_lexicon.v1")()()
+    assert len(plain) == len(lexicon) and plain.types == []
+    vectors = tmp_path / "words.vec"
+    vectors.write_text("2 3\n北京 1 0 0\n长城 0 1 0\n", encoding="utf8")
+    w2v = registry.misc.get("spacy-flat.word2vec_lexicon.v1")(str(vectors), jieba_types={"ns": "place"})()
+    assert w2v.types_of("北京") == ["place"] and w2v.has_vector("北京")
+    assert len(w2v) == 2 + len(expected["place"] - {"北京", "长城"})
 
 
 def test_type_embedding_sums_a_words_types_and_ignores_types_it_never_learned():

@@ -72,18 +72,69 @@ def read_typed_words(path: PathLike) -> Tuple[Dict[str, List[str]], LoadReport]:
     return by_type, report
 
 
-def add_gazetteers(lexicon: Lexicon, gazetteers: Dict[str, str], typed_words: Optional[str] = None) -> None:
+def read_tagged_words(path: PathLike, tag_types: Dict[str, str]) -> Tuple[Dict[str, List[str]], LoadReport]:
+    """Read a dictionary of `word freq tag` lines (jieba's dict.txt, whose tags
+    are parts of speech: `nr` a person's name, `ns` a place, `nt` an organization)
+    and type the words whose tag `tag_types` names.
+
+    path (PathLike): The file.
+    tag_types (Dict[str, str]): Tag to type name, e.g. {"nr": "person", "ns": "place"};
+        words of other tags are skipped; a tag no line carries is an error (a typo
+        would otherwise type nothing).
+    RETURNS (Tuple[Dict[str, List[str]], LoadReport]): The words of each type.
+    """
+    path = Path(path)
+    report = LoadReport(str(path))
+    by_type: Dict[str, List[str]] = {}
+    seen_tags = set()
+    for line_no, line in enumerate(read_lines(path), 1):
+        fields = line.split()
+        if not fields:
+            report.repair("blank lines")
+            continue
+        if len(fields) != 3:
+            raise LexiconError(f"{path}:{line_no}: expected 'word freq tag', got {line.strip()!r}")
+        report.read += 1
+        word, _, tag = fields
+        seen_tags.add(tag)
+        type_name = tag_types.get(tag)
+        if type_name is None:
+            report.repair("other tags")
+        elif len(word) < 2:
+            report.repair("single characters")
+        else:
+            by_type.setdefault(type_name, []).append(word)
+            report.kept += 1
+    unknown = sorted(set(tag_types) - seen_tags)
+    if unknown:
+        raise LexiconError(f"{path}: no word is tagged {', '.join(map(repr, unknown))} (tags: {sorted(seen_tags)})")
+    report.log()
+    return by_type, report
+
+
+def add_gazetteers(
+    lexicon: Lexicon,
+    gazetteers: Dict[str, str],
+    typed_words: Optional[str] = None,
+    tagged_words: Optional[Tuple[PathLike, Dict[str, str]]] = None,
+) -> None:
     """Add typed words to `lexicon`: every word of each file gets the file's type.
 
     gazetteers (Dict[str, str]): Type name to one path, or several separated by commas.
     typed_words (Optional[str]): A list giving each word its types (`read_typed_words`).
+    tagged_words (Optional[Tuple[PathLike, Dict[str, str]]]): A tagged dictionary
+        and the types of its tags (`read_tagged_words`).
     """
     for type_name, paths in gazetteers.items():
         for path in (p.strip() for p in paths.split(",") if p.strip()):
             words, _ = read_gazetteer(path)
             lexicon.extend(words, types=(type_name,))
+    typed: List[Dict[str, List[str]]] = []
     if typed_words is not None:
-        by_type, _ = read_typed_words(typed_words)
+        typed.append(read_typed_words(typed_words)[0])
+    if tagged_words is not None:
+        typed.append(read_tagged_words(*tagged_words)[0])
+    for by_type in typed:
         for type_name, words in by_type.items():
             lexicon.extend(words, types=(type_name,))
 

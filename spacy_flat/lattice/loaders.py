@@ -21,18 +21,24 @@ from .word_counts import read_word_counts
 #       `name` column; xz/gz/bz2 or not). Each word gets the type, and the model a
 #       learned embedding per type beside the word's vector.
 #   typed_words (Optional[str]): a list of `word<TAB>type[,type...]` lines.
+# jieba's lexicon and the word2vec lexicon also type jieba's own words by their tags:
+#   jieba_types (Optional[Dict[str, str]]): a part-of-speech tag of dict.txt -> a type
+#       (`nr` person, `nrt` transliterated person, `ns` place, `nt` organization,
+#       `nz` other proper noun); the words so tagged join the lexicon with that type.
 
 
 @registry.misc("spacy-flat.jieba_lexicon.v1")
 def create_jieba_lexicon(
-    gazetteers: Optional[Dict[str, str]] = None, typed_words: Optional[str] = None
+    gazetteers: Optional[Dict[str, str]] = None,
+    typed_words: Optional[str] = None,
+    jieba_types: Optional[Dict[str, str]] = None,
 ) -> Callable[[], Lexicon]:
     """The default lexicon: the 349k-word dict.txt bundled with jieba, no vectors,
     with typed word lists if given."""
 
     def load() -> Lexicon:
         words, _ = read_word_list(jieba_dir() / "dict.txt")
-        return _typed(Lexicon(words), gazetteers, typed_words)
+        return _typed(Lexicon(words), gazetteers, typed_words, jieba_types)
 
     return load
 
@@ -44,9 +50,15 @@ def create_no_lexicon() -> Callable[[], Lexicon]:
     return Lexicon
 
 
-def _typed(lexicon: Lexicon, gazetteers: Optional[Dict[str, str]], typed_words: Optional[str]) -> Lexicon:
-    if gazetteers or typed_words:
-        add_gazetteers(lexicon, gazetteers or {}, typed_words)
+def _typed(
+    lexicon: Lexicon,
+    gazetteers: Optional[Dict[str, str]],
+    typed_words: Optional[str],
+    jieba_types: Optional[Dict[str, str]] = None,
+) -> Lexicon:
+    tagged = (jieba_dir() / "dict.txt", jieba_types) if jieba_types else None
+    if gazetteers or typed_words or tagged:
+        add_gazetteers(lexicon, gazetteers or {}, typed_words, tagged)
     return lexicon
 
 
@@ -60,6 +72,7 @@ def create_word2vec_lexicon(
     gazetteers: Optional[Dict[str, str]] = None,
     typed_words: Optional[str] = None,
     extra_vectors: Optional[str] = None,
+    jieba_types: Optional[Dict[str, str]] = None,
 ) -> Callable[[], Lexicon]:
     """A lexicon with vectors from a word2vec file (text or binary).
 
@@ -86,7 +99,7 @@ def create_word2vec_lexicon(
             lexicon.extend(read_word_list(jieba_dir() / "dict.txt")[0])
         if extra_words is not None:
             lexicon.extend(read_word_list(extra_words)[0])
-        return _typed(lexicon, gazetteers, typed_words)
+        return _typed(lexicon, gazetteers, typed_words, jieba_types)
 
     return load
 
