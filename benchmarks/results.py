@@ -53,6 +53,7 @@ QUESTIONS = (
     "long-docs",
     "annotation",
     "training-cost",
+    "analysis",
 )
 REQUIRED = ("id", "question", "title", "dataset", "command", "date", "machine", "threads", "load", "seeds", "figures")
 REFERENCE_REQUIRED = ("id", "question", "title", "source", "figures")
@@ -67,6 +68,7 @@ SHAPES: Dict[str, str] = {
     "long-docs": "rows: [{chars, seconds, chars_per_s, peak_mb}]",
     "annotation": "rows: [{run, chars_per_s, peak_mb}]",
     "training-cost": "rows or single figures (seconds, MB)",
+    "analysis": "what a closer look at trained models found: counts and rows of scores",
 }
 
 

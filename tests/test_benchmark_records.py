@@ -402,3 +402,31 @@ def test_training_speed_record_renders():
     record = made_up("speed-training-cpu", "speed-cpu", {"rows": [whole, sampled]}, setup={"baseline": "8517047"})
     text = rendered("training-speed", record)
     assert "1.90×" in text and "4,000 sentences, scaled" in text and "speed-training-gpu" in text
+
+
+def test_name_lists_finds_touching_person_names_and_its_record_validates():
+    import name_lists
+    import spacy
+
+    nlp = spacy.blank("zh")
+    listed = nlp.make_doc("李鹏乔石会见王光英")
+    listed.set_ents([listed.char_span(a, b, label=lab) for a, b, lab in ((0, 2, "NR"), (2, 4, "NR"), (6, 9, "NR"))])
+    apart = nlp.make_doc("李鹏在北京")
+    apart.set_ents([apart.char_span(0, 2, label="NR"), apart.char_span(3, 5, label="NS")])
+    # A person touching a place is no list; two touching people are, the third person apart is not.
+    touching = nlp.make_doc("北京李鹏")
+    touching.set_ents([touching.char_span(0, 2, label="NS"), touching.char_span(2, 4, label="NR")])
+    assert name_lists.touching_persons(name_lists.spans(listed)) == {(0, 2, "NR"), (2, 4, "NR")}
+    assert name_lists.touching_persons(name_lists.spans(touching)) == set()
+    counts = name_lists.split_counts([listed, apart, touching])
+    assert counts == {
+        "sentences": 3,
+        "entities": 7,
+        "list_sentences": 1,
+        "list_entities": 3,
+        "touching_persons": 2,
+        "longest_list_chars": 9,
+    }
+    assert name_lists.f_score([3, 1, 2]) == 66.67
+    row = {"run": "a run", "seeds": [0], "test_f1_all": 90.0, "test_f1_outside": 91.0, "test_f1_inside": 60.0}
+    made_up("analysis-msra-name-lists", "analysis", {"splits": {"test": counts}, "rows": [row]}, dataset="msra")
