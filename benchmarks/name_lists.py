@@ -5,7 +5,8 @@ are gone and a list of people is one run of names ("李鹏乔石李瑞环彭真�
 lists of 1,475 and 649 characters; training holds one of 373. This script counts, for every
 split, the sentences in which two person entities touch (nothing between them) and their
 entities, then scores trained pipelines on the test set three ways: all of it, without
-those sentences, and those sentences alone, with the recall of the touching person names.
+those sentences, and those sentences alone, with the recall of the touching person names
+and of the entities training holds (the same text and label) and of those it does not.
 Scores are exact character spans, micro-averaged (the scorer's `ents_f`).
 
     python benchmarks/name_lists.py training/msra4/flat --label "msra.cfg, 4 epochs"
@@ -16,6 +17,7 @@ One record: analysis-msra-name-lists (benchmarks/results.py; --results DIR: else
 """
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -65,11 +67,15 @@ def f_score(counts: List[int]) -> float:
     return round(200 * tp / max(2 * tp + fp + fn, 1), 2)
 
 
-def score(model: Path, gold: List[Doc]) -> Dict[str, float]:
-    """Test F1 overall, outside and inside the name-list sentences, and the touching names' recall."""
+def score(model: Path, gold: List[Doc], known: Set[Tuple[str, str]]) -> Dict[str, float]:
+    """Dev F1 (the model's own, from training), test F1 overall, outside and inside the name-list
+    sentences, the touching names' recall, and the recall of entities (text and label) that training
+    holds (`known`) and of those it does not."""
     nlp = spacy.load(model)
+    dev = 100 * json.loads((model / "meta.json").read_text(encoding="utf8"))["performance"]["ents_f"]
     parts = {"all": [0, 0, 0], "outside": [0, 0, 0], "inside": [0, 0, 0]}
     found = total = 0
+    recalled = {True: [0, 0], False: [0, 0]}  # seen in training: [found, all]
     for g, p in zip(gold, nlp.pipe((d.text for d in gold), batch_size=64)):
         want, got = spans(g), spans(p)
         touching = touching_persons(want)
@@ -78,8 +84,14 @@ def score(model: Path, gold: List[Doc]) -> Dict[str, float]:
             parts[part] = [x + y for x, y in zip(parts[part], counts)]
         found += len(touching & got)
         total += len(touching)
-    out = {f"test_f1_{part}": f_score(c) for part, c in parts.items()}
+        for start, end, label in want:
+            seen = recalled[(g.text[start:end], label) in known]
+            seen[0] += (start, end, label) in got
+            seen[1] += 1
+    out = {"dev_f1": round(dev, 2), **{f"test_f1_{part}": f_score(c) for part, c in parts.items()}}
     out["touching_person_recall"] = round(100 * found / max(total, 1), 2)
+    out["recall_seen"] = round(100 * recalled[True][0] / max(recalled[True][1], 1), 2)
+    out["recall_unseen"] = round(100 * recalled[False][0] / max(recalled[False][1], 1), 2)
     return out
 
 
@@ -95,20 +107,24 @@ def main() -> None:
     vocab = spacy.blank("zh").vocab
     docs = {name: list(DocBin().from_disk(path).get_docs(vocab)) for name, path in splits("msra").items()}
     counts = {name: split_counts(split) for name, split in docs.items()}
+    known = {(e.text, e.label_) for d in docs["train"] for e in d.ents}
+    seen = sum((e.text, e.label_) in known for d in docs["test"] for e in d.ents)
     print(markdown_table(["split", *counts["test"]], [[n, *map(str, c.values())] for n, c in counts.items()]))
+    print(f"test entities whose text and label training holds: {seen}")
     rows = []
     runs_seeds: List[List[int]] = []
     for run, label in zip(args.runs, args.label):
         models = sorted(run.glob("flat*/model-best"))
         if not models:
             sys.exit(f"{run}: no flatSEED/model-best inside")
-        per_seed = [score(m, docs["test"]) for m in models]
+        per_seed = [score(m, docs["test"], known) for m in models]
         runs_seeds.append([int(m.parent.name[4:]) for m in models])
         row: Dict[str, object] = {"run": label, "seeds": runs_seeds[-1]}
         for key in per_seed[0]:
             row[key] = round(statistics.mean(s[key] for s in per_seed), 2)
         rows.append(row)
-    keys = ["test_f1_all", "test_f1_outside", "test_f1_inside", "touching_person_recall"]
+    keys = ["dev_f1", "test_f1_all", "test_f1_outside", "test_f1_inside", "touching_person_recall"]
+    keys += ["recall_seen", "recall_unseen"]
     print(f"load average {load}")
     table = [[str(r["run"]), str(r["seeds"]), *(str(r[k]) for k in keys)] for r in rows]
     print(markdown_table(["run", "seeds", *keys], table))
@@ -116,7 +132,7 @@ def main() -> None:
         "analysis-msra-name-lists",
         "analysis",
         "MSRA test F1 inside and outside the sentences where person names touch (name lists)",
-        {"splits": counts, "rows": rows},
+        {"splits": counts, "test_entities_seen_in_training": seen, "rows": rows},
         dataset="msra",
         seeds=sorted({s for models in runs_seeds for s in models}),
         load_before=load,
