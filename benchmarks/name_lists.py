@@ -9,7 +9,7 @@ those sentences, and those sentences alone, with the recall of the touching pers
 and of the entities training holds (the same text and label) and of those it does not.
 Scores are exact character spans, micro-averaged (the scorer's `ents_f`).
 
-    python benchmarks/name_lists.py training/msra4/flat --label "msra.cfg, 4 epochs"
+    python benchmarks/name_lists.py training/msra4 --label "msra.cfg, 4 epochs"
     python benchmarks/name_lists.py RUN [RUN ...] --label NAME [NAME ...]   # RUN: accuracy.py --output
 
 Each RUN is an `accuracy.py --output` folder; every `flatSEED/model-best` in it is scored.
@@ -32,7 +32,7 @@ from common import markdown_table, splits
 from results import record, results_option
 
 Span = Tuple[int, int, str]
-# Person labels: MSRA's own and the news pipeline's.
+# Person labels: MSRA's own, and PER where its labels were renamed (project.yml's convert-msra).
 PERSON = {"NR", "PER"}
 
 
