@@ -43,6 +43,8 @@ setup(
             "ruff",
             "mypy",
             "build",
+            # The packaging test installs its packages with this environment's setuptools (no build isolation).
+            "setuptools>=70.1",
             "spacy-pkuseg>=1.0",
             "spacy-transformers>=1.3",
             "gensim>=4.3",

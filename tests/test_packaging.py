@@ -6,10 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 import pytest
+from spacy.cli.package import package
 from spacy.language import Language
 
 import spacy_flat
@@ -61,15 +63,21 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Dict[str, Predic
         nlp = build_family(architecture)
         expected[architecture] = predictions(nlp)
         nlp.to_disk(tmp / architecture)
-        # The package directory only: test_project builds and checks the project's wheels.
-        run(
-            sys.executable, "-m", "spacy", "package", str(tmp / architecture), str(tmp / "packages"),
-            "--name", f"test_{architecture}", "--version", "0.0.1", "--build", "none",
-        )  # fmt: skip
+        # The package directory only, by `spacy package`'s own function in this process (its command
+        # line runs in test_project, which builds and checks the project's wheels). That function
+        # writes its files without closing them: their ResourceWarnings are spaCy's, not ours.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            package(
+                tmp / architecture, tmp / "packages", name=f"test_{architecture}", version="0.0.1",
+                create_sdist=False, require_parent=True,
+            )  # fmt: skip
         directories.append(str(tmp / "packages" / f"zh_test_{architecture}-0.0.1"))
     site = tmp / "site"
-    # Installed from each package's own setup.py, as its wheel would be (pip builds one).
-    run(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), *directories)
+    # Installed from each package's own setup.py, as its wheel would be (pip builds one); with this
+    # environment's setuptools, rather than one pip would fetch into a fresh build environment per package.
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
+    run(*pip, "--target", str(site), *directories)
     names = [f"zh_test_{architecture}" for architecture in FAMILY]
     # The fresh interpreter imports the spacy_flat under test, also where an editable
     # install points at another checkout of the project.
