@@ -107,11 +107,17 @@ def test_project_news_on_a_slice(tmp_path: Path):
 
 
 def _corpus_slice(src: Path, dest: Path, lines: int) -> None:
-    """The first lines of a corpus file, in its own format (xz, or a zip's first member)."""
+    """The first lines of a corpus file, in its own format (xz, or a zip's first member); of a
+    JSON array (one line), its first `lines` items."""
     if src.suffix == ".zip":
         with zipfile.ZipFile(src) as source, zipfile.ZipFile(dest, "w") as target:
             name = source.namelist()[0]
             target.writestr(name, b"".join(source.open(name).readlines()[:lines]))
+        return
+    if src.name.endswith(".json.xz"):
+        with lzma.open(src, "rt", encoding="utf8") as f:
+            items = json.load(f)[:lines]
+        dest.write_bytes(lzma.compress(json.dumps(items, ensure_ascii=False).encode("utf8")))
         return
     with lzma.open(src, "rb") as f:
         dest.write_bytes(lzma.compress(b"".join(itertools.islice(f, lines))))
