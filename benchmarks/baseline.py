@@ -70,7 +70,7 @@ def use_baseline(nlp: Language, package: types.ModuleType, component: str = "fla
             "layers.torch_tagger",
             "lattice.windows",
             "nn.crf",
-            "nn.encoder",
+            "nn.tagger",
             "pipeline.confidence",
         )
     }
@@ -85,7 +85,7 @@ def use_baseline(nlp: Language, package: types.ModuleType, component: str = "fla
     tagger.attrs["convert_inputs"] = modules["layers.torch_tagger"]._convert_inputs
     tagger.attrs["convert_outputs"] = modules["layers.torch_tagger"]._convert_outputs
     module = tagger.shims[0]._model
-    module.__class__ = modules["nn.encoder"].FlatTagger
+    module.__class__ = modules["nn.tagger"].LatticeTagger
     module.crf.__class__ = modules["nn.crf"].ConstrainedCRF
     confidence = modules["pipeline.confidence"]
     tag_set = modules["decoding.tags"].TagSet(ner.labels)

@@ -57,13 +57,13 @@ from spacy_flat.pipeline.component import FlatNER
 STAGES: List[Tuple[str, str, int]] = [
     ("lattice features", "layers.featurizer._forward", 0),
     ("thinc -> torch inputs", "layers.torch_wrapper._convert_inputs", 0),
-    ("encoder", "nn.encoder.FlatTagger.forward", 0),
+    ("encoder", "nn.tagger.LatticeTagger.forward", 0),
     ("position triples", "nn.position.relative_positions", 1),
     ("fused positions", "nn.position.PositionFusion.forward", 1),
     ("attention", "nn.flat_layer.FlatAttention.forward", 1),
     ("position scores", "nn.position_scores._PositionScores.forward", 2),
     ("projected positions looked up (prediction on a CPU)", "nn.position_keys.PositionKeyCache.keys", 2),
-    ("attention mask", "nn.encoder.FlatTagger._attention_mask", 1),
+    ("attention mask", "nn.flat_layer.FlatEncoder._attention_mask", 1),
     ("emissions copied to the host, waiting for the device", "layers.arrays.host_emissions", 0),
     ("NumPy decoding: Viterbi", "layers.torch_tagger.TorchTagger.best_paths", 0),
     ("entity spans and probabilities (NumPy decoding: the probabilities)", "pipeline.confidence.Decoded.scored", 0),
@@ -78,7 +78,7 @@ STAGES: List[Tuple[str, str, int]] = [
 
 def profile_key(stage: str) -> Tuple[str, int, str]:
     """cProfile's key (file, first line, name) of the function `stage` names under spacy_flat:
-    a module path, then attributes (`nn.encoder.FlatTagger.forward`)."""
+    a module path, then attributes (`nn.tagger.LatticeTagger.forward`)."""
     parts = stage.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         try:

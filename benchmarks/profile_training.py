@@ -25,8 +25,8 @@ from common import examples, machine, train_split
 
 from spacy_flat.layers import TorchTagger
 from spacy_flat.layers.shim import InPlacePyTorchShim
-from spacy_flat.nn.encoder import FlatTagger
 from spacy_flat.nn.position_scores import _PositionScores
+from spacy_flat.nn.tagger import LatticeTagger
 
 
 def _where(function: Callable) -> Tuple[str, int, str]:
@@ -37,7 +37,7 @@ def _where(function: Callable) -> Tuple[str, int, str]:
 
 # The profiled calls to report, by cProfile key (ours) or by file suffix and name (libraries').
 PARTS: List[Tuple[str, Union[Tuple[str, int, str], Tuple[str, str]]]] = [
-    ("FLAT forward (FlatTagger.forward)", _where(FlatTagger.forward)),
+    ("FLAT forward (LatticeTagger.forward)", _where(LatticeTagger.forward)),
     ("encoder backward (thinc PyTorchShim.begin_update's backprop)", ("thinc/shims/pytorch.py", "backprop")),
     ("position scores, backward (part of the encoder backward)", _where(_PositionScores.backward)),
     ("position scores, forward (part of the FLAT forward)", _where(_PositionScores.forward)),

@@ -23,7 +23,7 @@ STAGES: List[Tuple[str, str, str]] = [
     ("  lattice matching", "lattice.flat_lattice", "batch_words"),
     ("arrays to torch", "layers.torch_tagger", "_convert_inputs"),
     ("arrays to torch", "layers.torch_wrapper", "_convert_inputs"),
-    ("encoder (replayed)", "nn.encoder", "FlatTagger.forward"),
+    ("encoder (replayed)", "nn.tagger", "LatticeTagger.forward"),
     ("boundary masks", "decoding.boundaries", "BoundaryRules.forbidden"),
     ("Viterbi", "layers.torch_tagger", "TorchTagger.decode"),
     ("Viterbi", "layers.torch_tagger", "TorchTagger.best_paths"),

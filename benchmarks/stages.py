@@ -49,7 +49,7 @@ from speed import flat  # noqa: E402
 from stage_timers import STAGES, EncoderReplay, StageTimers  # noqa: E402
 
 import spacy_flat  # noqa: E402
-from spacy_flat.nn.encoder import FlatTagger  # noqa: E402
+from spacy_flat.nn.tagger import LatticeTagger  # noqa: E402
 
 Predictions = List[Tuple[List[Tuple[int, int, str]], List[float]]]
 
@@ -190,9 +190,9 @@ def main() -> None:
             peer = pickle.loads(pickle.dumps(nlp))
             use_baseline(peer, base)
             pipelines = {f"baseline {args.baseline}": (peer, base.__name__), **pipelines}
-        classes: List[type] = [FlatTagger]
+        classes: List[type] = [LatticeTagger]
         if base is not None:
-            classes.append(sys.modules[f"{base.__name__}.nn.encoder"].FlatTagger)
+            classes.append(sys.modules[f"{base.__name__}.nn.tagger"].LatticeTagger)
         replay = EncoderReplay(classes)
         with replay.recording():
             for size in (1, args.batch_size):

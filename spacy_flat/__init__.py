@@ -13,14 +13,20 @@ from .lattice.loaders import (
     create_word2vec_lexicon,
     create_word_list_lexicon,
 )
-from .pipeline.architectures import build_flat_tagger, build_flat_transformer_tagger
+from .legacy import build_flat_tagger_v1 as build_flat_tagger
+from .legacy import build_flat_transformer_tagger_v1 as build_flat_transformer_tagger
+from .pipeline.architectures import (
+    build_dcsan_tagger_v2,
+    build_dcsan_transformer_tagger_v2,
+    build_flat_tagger_v2,
+    build_flat_transformer_tagger_v2,
+    build_lattice_lstm_tagger_v2,
+    build_tener_tagger_v2,
+)
 from .pipeline.component import FlatNER
 from .pipeline.factory import make_flat_ner
 from .pipeline.scorer import make_char_ner_scorer
-from .settings import FlatSettings
-from .training.batchers import configure_batch_by_length
-from .training.optimizers import make_momentum_sgd
-from .training.schedules import epoch_decay, inverse_epoch_decay, warmup_linear_from_first_step
+from .training.schedules import warmup_linear_from_first_step
 
 
 def _single_threaded_torch_in_child() -> None:
@@ -34,21 +40,22 @@ os.register_at_fork(after_in_child=_single_threaded_torch_in_child)
 
 __all__ = [
     "FlatNER",
-    "FlatSettings",
     "Lexicon",
     "__version__",
+    "build_dcsan_tagger_v2",
+    "build_dcsan_transformer_tagger_v2",
     "build_flat_tagger",
+    "build_flat_tagger_v2",
     "build_flat_transformer_tagger",
-    "configure_batch_by_length",
+    "build_flat_transformer_tagger_v2",
+    "build_lattice_lstm_tagger_v2",
+    "build_tener_tagger_v2",
     "create_jieba_lexicon",
     "create_lac_char_vectors",
     "create_word2vec_char_vectors",
     "create_word2vec_lexicon",
     "create_word_list_lexicon",
-    "epoch_decay",
-    "inverse_epoch_decay",
     "make_char_ner_scorer",
     "make_flat_ner",
-    "make_momentum_sgd",
     "warmup_linear_from_first_step",
 ]

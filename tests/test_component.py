@@ -201,7 +201,7 @@ def test_word2vec_lexicon_trains_with_its_vectors_and_round_trips(tmp_path):
     ner = nlp.add_pipe("flat_ner", config=small_config())
     examples = tiny_examples(nlp)
     ner.initialize(lambda: examples, nlp=nlp, lexicon=create_word2vec_lexicon(str(tmp_path / "words.vector")))
-    module = ner.tagger.module
+    module = ner.tagger.module.embeddings
     assert module.vector_proj is not None and module.vector_proj.in_features == 6
     before = module.vector_proj.weight.detach().clone()
     optimizer = nlp.create_optimizer()
@@ -240,18 +240,18 @@ def test_bigram_vectors_widen_the_character_input_learn_and_round_trip(tmp_path)
     vectors = rng.normal(size=(len(SMALL_WORDS), 6)).astype("float32")
     fix_random_seed(0)
     ner.initialize(lambda: examples, nlp=nlp, lexicon=lambda: Lexicon(SMALL_WORDS, vectors))
-    module = ner.tagger.module
-    assert module.char_proj.in_features == module.char_width + 6
-    bigram_columns = module.char_proj.weight[:, module.char_width :].detach().clone()
+    char_width, char_proj = ner.tagger.module.embeddings.char_width, ner.tagger.module.encoder.char_proj
+    assert char_proj.in_features == char_width + 6
+    bigram_columns = char_proj.weight[:, char_width:].detach().clone()
     optimizer = nlp.create_optimizer()
     for _ in range(60):
         nlp.update(examples, sgd=optimizer)
-    assert not torch.equal(bigram_columns, module.char_proj.weight[:, module.char_width :].detach())
+    assert not torch.equal(bigram_columns, char_proj.weight[:, char_width:].detach())
     texts = [r["text"] for r in tiny_records()]
     assert sum(ents(nlp(t)) == ents(eg.reference) for t, eg in zip(texts, examples)) >= len(texts) // 2
     nlp.to_disk(tmp_path / "pipeline")
     loaded = spacy.load(tmp_path / "pipeline")
-    assert loaded.get_pipe("flat_ner").tagger.module.char_proj.in_features == module.char_width + 6
+    assert loaded.get_pipe("flat_ner").tagger.module.encoder.char_proj.in_features == char_width + 6
     for text in texts:
         assert ents(loaded(text)) == ents(nlp(text))
 
@@ -280,7 +280,7 @@ def test_word2vec_char_vectors_set_the_table_and_need_a_matching_width(tmp_path)
     nlp = spacy.blank("zh")
     ner = nlp.add_pipe("flat_ner", config=config)
     ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), char_vectors=load_chars)
-    table = ner.tagger.module.char_embed.weight.detach().numpy()
+    table = ner.tagger.module.embeddings.char_embed.weight.detach().numpy()
     assert numpy.allclose(table[ner.char_vocab.row(chars[0])], vectors[chars[0]], atol=1e-5)
     optimizer = nlp.create_optimizer()
     for _ in range(5):
@@ -394,7 +394,7 @@ def test_a_pretrained_bigram_table_feeds_every_character_and_round_trips(tmp_pat
     nlp = spacy.blank("zh")
     ner = nlp.add_pipe("flat_ner", config=config)
     ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon(), bigram_vectors=lambda: table)
-    module = ner.tagger.module
+    module = ner.tagger.module.embeddings
     assert module.bigram_vector_width == 4 and module.bigram_fallback is not None
     segments, _ = ner.segmenter.segments([nlp.make_doc("张伟在北京")])
     batch, _ = ner.model.get_ref("features")(segments, is_train=False)

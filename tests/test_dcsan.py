@@ -1,4 +1,4 @@
-"""DC-SAN (spacy-flat.DcsanTagger.v1): its soft-lexicon sets on a hand-made
+"""DC-SAN (spacy-flat.DcsanTagger.v2): its soft-lexicon sets on a hand-made
 sentence, its cross-lattice attention and gated fusion against literal readings of
 the paper's equations, gradients, and the architecture in the component."""
 
@@ -20,7 +20,7 @@ from spacy_flat.lattice.word_counts import (
     covered_spans,
     read_word_counts,
 )
-from spacy_flat.nn.dcsan import CrossLatticeAttention, GatedFusion, soft_lexicon
+from spacy_flat.nn.dcsan import CrossLatticeAttention, DcsanEncoder, GatedFusion, soft_lexicon
 
 from .conftest import scores_of, small_lexicon, tiny_examples
 
@@ -155,7 +155,7 @@ def dcsan_nlp():
     nlp = spacy.blank("zh")
     config = {
         "model": {
-            "@architectures": "spacy-flat.DcsanTagger.v1",
+            "@architectures": "spacy-flat.DcsanTagger.v2",
             "width": 32,
             "n_heads": 4,
             "ffn_width": 64,
@@ -177,16 +177,16 @@ def dcsan_nlp():
 def test_dcsan_trains_saves_loads_and_batches_like_one_doc_at_a_time(dcsan_nlp, tmp_path):
     nlp, losses = dcsan_nlp
     assert losses[-1] < losses[0] / 5
-    module = nlp.get_pipe("flat_ner").tagger.module
-    assert module.dcsan is not None and module.position is None
+    encoder = nlp.get_pipe("flat_ner").tagger.module.encoder
+    assert isinstance(encoder, DcsanEncoder) and not hasattr(encoder, "word_proj")
     # Word frequencies were counted on the training texts and weigh the sets.
     lexicon = nlp.get_pipe("flat_ner").lexicon
     assert lexicon.counts is not None and lexicon.counts.sum() > 0 and lexicon.count_floor >= 1.0
     seen = []
-    original = module.dcsan.forward
-    module.dcsan.forward = lambda *args: seen.append(args[-1]) or original(*args)
+    original = encoder.dcsan.forward
+    encoder.dcsan.forward = lambda *args: seen.append(args[-1]) or original(*args)
     nlp("张三在北京大学工作。")
-    del module.dcsan.forward
+    del encoder.dcsan.forward
     assert seen[0] is not None and bool((seen[0] >= lexicon.count_floor).all())
     texts = ["张三在北京大学工作。", "李四", "", "王五住在上海，在华为公司任职。" * 3]
     nlp.to_disk(tmp_path / "dcsan")

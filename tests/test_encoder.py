@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from spacy_flat.nn import position_scores as position_scores_module
-from spacy_flat.nn.encoder import FlatTagger
-from spacy_flat.nn.flat_layer import FlatAttention
+from spacy_flat.nn.embeddings import LatticeEmbeddings
+from spacy_flat.nn.flat_layer import FlatAttention, FlatEncoder
 from spacy_flat.nn.position import PositionFusion, relative_positions, sinusoid
 from spacy_flat.nn.position_scores import position_scores
-from spacy_flat.settings import FlatSettings
+from spacy_flat.nn.tagger import LatticeTagger
 
 
 def random_lattice(batch: int, seed: int):
@@ -45,7 +45,7 @@ def literal_position_scores(attn: FlatAttention, fusion: PositionFusion, q, head
     tt = tails[:, :, None] - tails[:, None, :]
     lo, hi = -2 * n - 8, 2 * n + 8
     table = sinusoid(torch.arange(lo, hi + 1), width)
-    kinds = [hh] if fusion.head_only else [hh, tt] if len(fusion.kinds) == 2 else [hh, th, ht, tt]
+    kinds = [hh] if fusion.head_only else [hh, th, ht, tt]
     parts = [table[k - lo] for k in kinds]
     if fusion.head_only:
         w = fusion.w_r.weight[:, :width]
@@ -57,8 +57,8 @@ def literal_position_scores(attn: FlatAttention, fusion: PositionFusion, q, head
     return torch.einsum("bhid,bijhd->bhij", qv, rk)
 
 
-# PositionFusion's settings: the four distances, FLAT_head's p_hh alone, the released code's p_hh and p_tt.
-FUSIONS = {"four": {}, "head": {"head_only": True}, "two": {"distances": 2}}
+# PositionFusion's settings: the four distances, FLAT_head's p_hh alone.
+FUSIONS = {"four": {}, "head": {"head_only": True}}
 
 
 @pytest.mark.parametrize("fusion_kind", sorted(FUSIONS))
@@ -193,24 +193,30 @@ def test_fused_positions_kept_outside_autocast_are_not_reused_inside_it():
 
 
 def _tagger_and_inputs(dropout: float = 0.0, n_layers: int = 1, seed: int = 3):
-    """A small FlatTagger and the inputs of a random two-row batch."""
+    """A small FLAT tagger and the inputs of a random two-row batch."""
     torch.manual_seed(0)
     heads, tails, mask = random_lattice(2, seed=seed)
-    model = FlatTagger(
-        FlatSettings(
-            width=16,
-            n_heads=4,
-            ffn_width=32,
-            n_layers=n_layers,
-            char_width=8,
-            word_width=8,
-            word_rows=50,
-            embed_dropout=dropout,
-            dropout=dropout,
-            attention_dropout=dropout,
-            output_dropout=0.0,
-        )
+    embeddings = LatticeEmbeddings(
+        char_width=8,
+        word_width=8,
+        word_rows=50,
+        bigram_width=0,
+        bigram_rows=0,
+        bigram_vectors=False,
+        embed_dropout=dropout,
     )
+    encoder = FlatEncoder(
+        embeddings.char_input_width,
+        8,
+        width=16,
+        n_heads=4,
+        ffn_width=32,
+        n_layers=n_layers,
+        dropout=dropout,
+        attention_dropout=dropout,
+        scaled=True,
+    )
+    model = LatticeTagger(embeddings, encoder, output_dropout=0.0)
     model.configure(
         n_chars=30,
         vector_width=0,
@@ -245,7 +251,8 @@ def test_tagger_gradients_flow_and_padding_is_ignored():
     assert out.shape == (2, char_mask.shape[1], 3)
     assert ((tails == heads) & mask).any()
     model.loss(out, torch.zeros(char_mask.shape, dtype=torch.long), char_mask).backward()
-    assert model.position.w_r.weight.grad is not None and model.position.w_r.weight.grad.abs().sum() > 0
+    w_r = model.encoder.position.w_r.weight
+    assert w_r.grad is not None and w_r.grad.abs().sum() > 0
 
 
 def test_recompute_gives_the_same_scores_and_gradients_with_dropout():
@@ -270,7 +277,7 @@ def test_recompute_gives_the_same_scores_and_gradients_with_dropout():
 def test_last_layer_without_word_rows_gives_the_same_characters(n_layers, monkeypatch):
     """The last layer computes only the character rows (no output reads the
     words'); scores and gradients equal those of the whole layer."""
-    from spacy_flat.nn.flat_layer import ResidualLayer
+    from spacy_flat.nn.attention_layers import ResidualLayer
 
     full = ResidualLayer.forward
     results = []
@@ -281,7 +288,8 @@ def test_last_layer_without_word_rows_gives_the_same_characters(n_layers, monkey
             monkeypatch.setattr(ResidualLayer, "forward", lambda self, x, *a, n_queries=None: full(self, x, *a))
         out = model(*inputs)
         out.pow(2).sum().backward()
-        results.append((out.detach(), model.char_proj.weight.grad.clone(), model.position.w_r.weight.grad.clone()))
+        encoder = model.encoder
+        results.append((out.detach(), encoder.char_proj.weight.grad.clone(), encoder.position.w_r.weight.grad.clone()))
     (out_a, g_a, r_a), (out_b, g_b, r_b) = results
     assert inputs[7].shape[1] < inputs[2].shape[1]  # the last layer did drop word rows
     assert torch.allclose(out_a, out_b, atol=1e-5)

@@ -174,7 +174,7 @@ def _typed_pipeline(tmp_path):
         return lexicon
 
     ner.initialize(lambda: examples, nlp=nlp, lexicon=load)
-    initial = ner.tagger.module.type_embed.weight.detach().clone()
+    initial = ner.tagger.module.embeddings.type_embed.weight.detach().clone()
     optimizer = nlp.create_optimizer()
     for _ in range(30):
         nlp.update(examples, sgd=optimizer)
@@ -185,7 +185,7 @@ def test_a_typed_pipeline_learns_type_embeddings_and_keeps_them_through_save_and
     nlp, initial = _typed_pipeline(tmp_path)
     ner = nlp.get_pipe("flat_ner")
     assert ner.cfg["word_types"] == ["place", "company"]
-    type_embed = ner.tagger.module.type_embed
+    type_embed = ner.tagger.module.embeddings.type_embed
     assert type_embed is not None and type_embed.weight.shape == (2, 16)
     # Training moved both type vectors off their initialization.
     moved = (type_embed.weight.detach() - initial).abs().sum(1)

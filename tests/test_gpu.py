@@ -118,7 +118,7 @@ ner.initialize(lambda: egs, nlp=nlp, lexicon=small_lexicon())
 import torch
 module = next(node for node in ner.model.walk() if node.shims).shims[0]._model
 seen = set()
-module.char_proj.register_forward_hook(lambda m, i, o: seen.add(o.dtype))
+module.encoder.char_proj.register_forward_hook(lambda m, i, o: seen.add(o.dtype))
 opt = nlp.create_optimizer()
 for _ in range(120):
     losses = nlp.update(egs, sgd=opt)
@@ -224,7 +224,8 @@ def run(dense):
         nlp.update(halves[step % 2], sgd=optimizer)
     if not dense:
         assert shim.row_averages and all(r.shared for r in shim.row_averages.values()), "records not over the arrays"
-        assert all(r.view.device.type == shim._model.char_embed.weight.device.type for r in shim.row_averages.values())
+        table = shim._model.embeddings.char_embed.weight
+        assert all(r.view.device.type == table.device.type for r in shim.row_averages.values())
     return {{name: value.cpu() for name, value in _averaged(nlp, optimizer).items()}}
 
 rows, dense = run(False), run(True)

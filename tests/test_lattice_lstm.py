@@ -1,4 +1,4 @@
-"""The Lattice LSTM (spacy-flat.LatticeLstmTagger.v1): its batched recurrence
+"""The Lattice LSTM (spacy-flat.LatticeLstmTagger.v2): its batched recurrence
 against a literal character-by-character reading of the paper's eq. 11-16, a
 batch against each doc alone, and the architecture in the component."""
 
@@ -13,11 +13,12 @@ from spacy.util import fix_random_seed
 from spacy_flat.lattice.char_vocab import CharVocab
 from spacy_flat.lattice.features import featurize
 from spacy_flat.lattice.lexicon import Lexicon
-from spacy_flat.nn.encoder import FlatTagger
-from spacy_flat.nn.lattice_lstm import LatticeLstm
+from spacy_flat.nn.embeddings import LatticeEmbeddings
+from spacy_flat.nn.lattice_lstm import CHAR_GATES, LatticeLstm, LatticeLstmEncoder
 from spacy_flat.nn.lattice_lstm_recurrence import LatticeRecurrence
 from spacy_flat.nn.lattice_lstm_schedule import word_slots
-from spacy_flat.settings import FlatSettings
+from spacy_flat.nn.tagger import LatticeTagger
+from spacy_flat.pipeline.architectures import build_lattice_lstm_tagger_v2
 
 from .conftest import FAMILY, SMALL_WORDS, build_family, scores_of, small_lexicon, tiny_examples
 
@@ -48,9 +49,8 @@ def literal_direction(
     x (n, input width): x^c_j. xw (m, word width): x^w of `words`, which are (b, e) in reading order.
     """
     ch, wh, lh = char_proj.weight, word_proj.weight, lstm.word_gate[d].T
-    n_gates = lstm.char_hidden.shape[2] // H  # 3: the released code's cell, f = 1 - i
-    rows_c = slice(d * (n_gates + 1) * H, d * (n_gates + 1) * H + n_gates * H)
-    rows_l = slice(d * (n_gates + 1) * H + n_gates * H, (d + 1) * (n_gates + 1) * H)
+    rows_c = slice(d * 5 * H, d * 5 * H + 4 * H)  # i, o, f, c̃ of eq. 11
+    rows_l = slice(d * 5 * H + 4 * H, (d + 1) * 5 * H)  # the character's term of eq. 14
     rows_w = slice(d * 3 * H, (d + 1) * 3 * H)
     w_c, b_c = torch.cat([ch[rows_c], lstm.char_hidden[d].T], 1), char_proj.bias[rows_c]
     w_l, b_l = torch.cat([ch[rows_l], lh], 1), char_proj.bias[rows_l]
@@ -59,9 +59,8 @@ def literal_direction(
     hs, cs = [], []
     for j in range(x.shape[0]):
         z = w_c @ torch.cat([x[j], h]) + b_c  # eq. 11
-        i, o = torch.sigmoid(z[:H]), torch.sigmoid(z[H : 2 * H])
-        f = 1 - i if n_gates == 3 else torch.sigmoid(z[2 * H : 3 * H])
-        c_tilde = torch.tanh(z[(n_gates - 1) * H :])
+        i, o, f = torch.sigmoid(z[:H]), torch.sigmoid(z[H : 2 * H]), torch.sigmoid(z[2 * H : 3 * H])
+        c_tilde = torch.tanh(z[3 * H :])
         ending = [(b, k) for k, (b, e) in enumerate(words) if e == j and b < j]
         if not ending:
             c = f * c + i * c_tilde
@@ -90,9 +89,9 @@ def literal(lstm, char_proj, word_proj, x, xw, words):
     return torch.cat([forward, backward], 1)
 
 
-def random_lstm(seed: int = 0, directions: int = 2, coupled: bool = False):
+def random_lstm(seed: int = 0, directions: int = 2):
     torch.manual_seed(seed)
-    lstm = LatticeLstm(H, directions=directions, coupled=coupled).double()
+    lstm = LatticeLstm(H, directions=directions).double()
     with torch.no_grad():
         for param in lstm.parameters():  # not the identity start: every entry counts
             param.normal_(0, 0.7)
@@ -111,10 +110,9 @@ def batch_inputs(x: List[torch.Tensor], xw: List[torch.Tensor], char_proj, word_
     return char_proj(chars), word_proj(torch.cat(xw)), rows, heads, tails, lengths
 
 
-@pytest.mark.parametrize("coupled", [False, True])
-def test_the_batched_recurrence_equals_the_literal_equations(coupled):
-    """The paper's cell (eq. 11: a forget gate of its own) and the released code's (f = 1 - i)."""
-    lstm, char_proj, word_proj = random_lstm(coupled=coupled)
+def test_the_batched_recurrence_equals_the_literal_equations():
+    """The batch's states equal the paper's cell (eq. 11-16, a forget gate of its own) sentence by sentence."""
+    lstm, char_proj, word_proj = random_lstm()
     gen = torch.Generator().manual_seed(1)
     x = [torch.randn(n, 4, dtype=torch.float64, generator=gen) for n, _ in SENTENCES]
     xw = [torch.randn(len(words), 5, dtype=torch.float64, generator=gen) for _, words in SENTENCES]
@@ -153,12 +151,11 @@ def test_gradients_pass_gradcheck():
     assert torch.autograd.gradcheck(run, inputs)
 
 
-@pytest.mark.parametrize("directions,coupled", [(2, False), (1, False), (2, True)])
-def test_outputs_and_gradients_equal_autograd_through_the_literal_equations(directions, coupled):
+@pytest.mark.parametrize("directions", [2, 1])
+def test_outputs_and_gradients_equal_autograd_through_the_literal_equations(directions):
     """The hand-written backward against autograd through the literal equations,
-    for every input and weight, in one direction and in two, and with the released
-    code's coupled forget gate."""
-    lstm, char_proj, word_proj = random_lstm(seed=4, directions=directions, coupled=coupled)
+    for every input and weight, in one direction and in two."""
+    lstm, char_proj, word_proj = random_lstm(seed=4, directions=directions)
     gen = torch.Generator().manual_seed(5)
     x = [torch.randn(n, 4, dtype=torch.float64, generator=gen) for n, _ in SENTENCES]
     xw = [torch.randn(len(words), 5, dtype=torch.float64, generator=gen) for _, words in SENTENCES]
@@ -184,8 +181,8 @@ def test_outputs_and_gradients_equal_autograd_through_the_literal_equations(dire
         torch.testing.assert_close(mine, reference, atol=1e-10, rtol=1e-10)
 
 
-@pytest.mark.parametrize("directions,gates", [(2, 4), (1, 4), (2, 3)])
-def test_the_recurrence_function_passes_gradcheck(directions, gates):
+@pytest.mark.parametrize("directions", [2, 1])
+def test_the_recurrence_function_passes_gradcheck(directions):
     """Finite differences against the hand-written backward of the recurrence alone, on
     nested words, several words ending at one character, rows without words and a
     single-character word."""
@@ -201,9 +198,9 @@ def test_the_recurrence_function_passes_gradcheck(directions, gates):
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, dtype=torch.float64, generator=gen).requires_grad_()
 
-    x = randn(int(lengths.sum()), directions * (gates + 1) * hidden)
+    x = randn(int(lengths.sum()), directions * (CHAR_GATES + 1) * hidden)
     words = randn(n_words, directions * 3 * hidden)
-    weights = randn(directions, hidden, gates * hidden), randn(directions, hidden, 3 * hidden)
+    weights = randn(directions, hidden, CHAR_GATES * hidden), randn(directions, hidden, 3 * hidden)
     weights += (randn(directions, hidden, hidden),)
     valid = torch.arange(steps)[None, :] < lengths[:, None]  # padding's h holds no meaning
     assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan)[valid], (x, words, *weights))
@@ -212,10 +209,13 @@ def test_the_recurrence_function_passes_gradcheck(directions, gates):
     assert torch.autograd.gradcheck(lambda *t: LatticeRecurrence.apply(*t, plan)[valid], (x, words[:0], *weights))
 
 
-def tagger() -> Tuple[FlatTagger, Lexicon, CharVocab]:
+def tagger() -> Tuple[LatticeTagger, Lexicon, CharVocab]:
     torch.manual_seed(0)
-    sizes = {"width": 16, "char_width": 8, "word_width": 8, "word_rows": 50}
-    model = FlatTagger(FlatSettings(**sizes, embed_dropout=0.0, output_dropout=0.0, encoder="lattice_lstm"))
+    embeddings = LatticeEmbeddings(
+        char_width=8, word_width=8, word_rows=50, bigram_width=0, bigram_rows=0, bigram_vectors=False, embed_dropout=0.0
+    )
+    encoder = LatticeLstmEncoder(embeddings.char_input_width, 8, width=16)
+    model = LatticeTagger(embeddings, encoder, output_dropout=0.0)
     chars = CharVocab(sorted(set("".join(SMALL_WORDS)) | set("张三在工作王五住李四。，")))
     model.configure(
         n_chars=len(chars),
@@ -231,7 +231,7 @@ def tagger() -> Tuple[FlatTagger, Lexicon, CharVocab]:
 TEXTS = ["张三在北京大学工作。", "李四", "王五住在上海，在华为公司任职。", "清华大学毕业"]
 
 
-def run_tagger(model: FlatTagger, lexicon: Lexicon, chars: CharVocab, texts: List[str]):
+def run_tagger(model: LatticeTagger, lexicon: Lexicon, chars: CharVocab, texts: List[str]):
     """Emissions and the summed CRF loss of `texts` as one batch (gold: tag 0 everywhere but one 1-2 run)."""
     batch = featurize(texts, lexicon, chars, word_rows=50)
     names = ("char_rows", "word_hashes", "heads", "tails", "char_index", "word_index", "token_mask", "char_mask")
@@ -249,7 +249,7 @@ def test_a_batch_gives_each_doc_the_scores_loss_and_gradients_it_has_alone():
     assert len(featurize(TEXTS, lexicon, chars, word_rows=50).word_index) >= 6
     loss.backward()
     batched = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
-    assert "lattice.word_hidden" in batched and "word_proj.weight" in batched
+    assert "encoder.lattice.word_hidden" in batched and "encoder.word_proj.weight" in batched
     model.zero_grad()
     total = 0.0
     for b, text in enumerate(TEXTS):
@@ -271,7 +271,7 @@ def test_the_lattice_lstm_trains_saves_loads_and_batches_like_one_doc_at_a_time(
     nlp = lstm_nlp
     ner = nlp.get_pipe("flat_ner")
     module = ner.tagger.module
-    assert module.lattice is not None and module.position is None and len(module.layers) == 0
+    assert isinstance(module.encoder, LatticeLstmEncoder)
     doc = nlp("张伟毕业于北京大学。")
     assert [(e.text, e.label_) for e in doc.ents] == [("张伟", "PER"), ("北京大学", "ORG")]
     texts = ["张三在北京大学工作。", "李四", "", "王五住在上海，在华为公司任职。" * 3]
@@ -289,33 +289,20 @@ def test_the_lattice_lstm_trains_saves_loads_and_batches_like_one_doc_at_a_time(
 
 
 def test_the_builder_takes_the_papers_sizes_and_no_attention_settings():
-    from spacy_flat.pipeline.architectures import build_lattice_lstm_tagger
-
-    model = build_lattice_lstm_tagger()
-    module = model.get_ref("tagger").shims[0]._model
-    assert module.lattice.hidden == 100 and module.embed_dropout.p == 0.5 and module.output_dropout.p == 0.5
+    """Table 3's sizes by default, the paper's four-gate cell, no attention settings, an even width."""
+    module = build_lattice_lstm_tagger_v2().get_ref("tagger").shims[0]._model
+    lstm = module.encoder.lattice
+    assert lstm.hidden == 100 and module.embeddings.embed_dropout.p == 0.5 and module.output_dropout.p == 0.5
+    assert lstm.char_hidden.shape == (2, 100, 4 * 100) and lstm.word_hidden.shape == (2, 100, 3 * 100)
+    assert module.encoder.char_proj.out_features == lstm.char_terms == 2 * 5 * 100
     with pytest.raises(TypeError, match="n_heads"):
-        build_lattice_lstm_tagger(n_heads=8)
+        build_lattice_lstm_tagger_v2(n_heads=8)
     with pytest.raises(ValueError, match="not even"):
-        FlatSettings(width=201, encoder="lattice_lstm")
+        build_lattice_lstm_tagger_v2(width=201)
     fix_random_seed(0)
     nlp = spacy.blank("zh")
-    nlp.add_pipe("flat_ner", config={"model": {"@architectures": "spacy-flat.LatticeLstmTagger.v1", "width": 60}})
+    nlp.add_pipe("flat_ner", config={"model": {"@architectures": "spacy-flat.LatticeLstmTagger.v2", "width": 60}})
     assert nlp.config["components"]["flat_ner"]["model"]["word_width"] == 50
-    assert nlp.config["components"]["flat_ner"]["model"]["coupled_forget"] is False
-
-
-def test_the_released_codes_cell_has_three_gates_and_only_the_lattice_lstm_takes_it():
-    from spacy_flat.pipeline.architectures import build_flat_tagger, build_lattice_lstm_tagger
-
-    paper = build_lattice_lstm_tagger().get_ref("tagger").shims[0]._model
-    released = build_lattice_lstm_tagger(coupled_forget=True).get_ref("tagger").shims[0]._model
-    assert paper.lattice.char_hidden.shape == (2, 100, 400) and released.lattice.char_hidden.shape == (2, 100, 300)
-    assert released.char_proj.out_features == released.lattice.char_terms == 2 * 4 * 100
-    with pytest.raises(TypeError, match="coupled_forget"):
-        build_flat_tagger(coupled_forget=True)
-    with pytest.raises(ValueError, match="coupled_forget"):
-        FlatSettings(coupled_forget=True)
 
 
 def test_bigrams_reach_the_lstm_through_the_character_terms():
@@ -325,11 +312,11 @@ def test_bigrams_reach_the_lstm_through_the_character_terms():
     ner = nlp.add_pipe("flat_ner", config={"model": model})
     examples = tiny_examples(nlp)
     ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
-    module = ner.tagger.module
-    assert module.char_proj.in_features == module.char_width + 8
-    assert module.char_proj.out_features == module.lattice.char_terms
+    embeddings, encoder = ner.tagger.module.embeddings, ner.tagger.module.encoder
+    assert encoder.char_proj.in_features == embeddings.char_width + 8
+    assert encoder.char_proj.out_features == encoder.lattice.char_terms
     optimizer = nlp.create_optimizer()
-    before = module.bigram_embed.table.weight.detach().clone()
+    before = embeddings.bigram_embed.table.weight.detach().clone()
     losses = [nlp.update(examples, sgd=optimizer, losses={})["flat_ner"] for _ in range(5)]
     # The bigram table learned: its gradient reached it through the character terms.
-    assert losses[-1] < losses[0] and not torch.equal(module.bigram_embed.table.weight.detach(), before)
+    assert losses[-1] < losses[0] and not torch.equal(embeddings.bigram_embed.table.weight.detach(), before)

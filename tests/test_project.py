@@ -102,7 +102,7 @@ def test_project_news_on_a_slice(tmp_path: Path):
     (project / "assets" / "vectors" / "words.vector").unlink()
     nlp = spacy.load(model)
     config = nlp.config["components"]["flat_ner"]["model"]
-    assert config["@architectures"] == "spacy-flat.FlatTagger.v1" and config["bigram_vectors"]
+    assert config["@architectures"] == "spacy-flat.FlatTagger.v2" and config["bigram_vectors"]
     assert set(nlp.get_pipe("flat_ner").labels) == labels
 
 

@@ -40,6 +40,8 @@ def registered() -> Set[Tuple[str, str]]:
 def test_registered_names_and_entry_points_are_the_same_set():
     ours = registered()
     assert ("spacy_architectures", "spacy-flat.FlatTransformerTagger.v1") in ours
+    for name in ("Flat", "FlatTransformer", "Tener", "Dcsan", "DcsanTransformer", "LatticeLstm"):
+        assert {("spacy_architectures", f"spacy-flat.{name}Tagger.v{v}") for v in (1, 2)} <= ours
     assert ("spacy_factories", "flat_ner") in ours
     assert ours == declared()
     assert all(name == "flat_ner" or name.startswith("spacy-flat.") for _, name in ours)

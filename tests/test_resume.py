@@ -96,13 +96,10 @@ RUNS = ("ours", "spacy")
 # SGD trains the embedding tables row by row (sparse gradients), Adam densely: both must resume exactly,
 # and so must SGD's averages, which the tables keep row by row too (layers/row_averages.py).
 SGD = {"@optimizers": "SGD.v1", "learn_rate": 0.05, "L2": 1e-8, "grad_clip": 5.0, "use_averages": False}
-# SGD with momentum (the paper's recipe) keeps a velocity for every parameter, the tables included.
-MOMENTUM = {**SGD, "@optimizers": "spacy-flat.SGD_momentum.v1", "momentum": 0.9, "learn_rate": 0.01}
 OPTIMIZERS = {
     "config's Adam": None,
     "SGD": SGD,
     "averaged SGD": {**SGD, "use_averages": True},
-    "SGD with momentum": MOMENTUM,
 }
 
 

@@ -93,15 +93,15 @@ def test_training_with_averages_matches_thincs_dense_averages(monkeypatch):
     weights, sparse_flags, (nlp, optimizer) = _train("lattice_lstm", SGD(0.05, grad_clip=5.0, L2=0.0), keep=True)
     assert sparse_flags == [True] * 6
     shim = next(shim for node in nlp.get_pipe("flat_ner").model.walk() for shim in node.shims)
-    assert set(shim.row_averages) == {"char_embed.weight", "word_embed.table.weight"}
+    assert set(shim.row_averages) == {"embeddings.char_embed.weight", "embeddings.word_embed.table.weight"}
     averages = _averaged(nlp, optimizer)
     _dense_tables(monkeypatch)
     dense_weights, _, dense_run = _train("lattice_lstm", SGD(0.05, grad_clip=5.0, L2=0.0), keep=True)
     _assert_same(weights, dense_weights)
     _assert_same(averages, _averaged(*dense_run))
-    assert not torch.equal(averages["char_embed.weight"], weights["char_embed.weight"])
-    module = shim._model
-    assert torch.equal(module.char_embed.weight.detach(), weights["char_embed.weight"])
+    table = "embeddings.char_embed.weight"
+    assert not torch.equal(averages[table], weights[table])
+    assert torch.equal(shim._model.embeddings.char_embed.weight.detach(), weights[table])
 
 
 def test_a_row_stepped_at_every_update_is_not_rounded_through_a_factor_of_one():
@@ -299,6 +299,7 @@ def test_two_components_keep_their_own_records_through_a_checkpoint():
     for k in range(5, 8):
         step(nlp, halves, k, optimizer)
     resumed = averaged(nlp, optimizer)
-    assert not torch.equal(never_stopped["flat_ner:char_embed.weight"], never_stopped["flat_ner_b:char_embed.weight"])
+    table = "embeddings.char_embed.weight"
+    assert not torch.equal(never_stopped[f"flat_ner:{table}"], never_stopped[f"flat_ner_b:{table}"])
     for name in never_stopped:
         assert torch.equal(resumed[name], never_stopped[name]), name

@@ -13,7 +13,6 @@ from spacy_flat.cli.convert import convert
 from spacy_flat.cli.main import main
 from spacy_flat.cli.schedule import PER_EPOCH, count_batches, epoch_schedule, schedule_for
 from spacy_flat.errors import FlatError
-from spacy_flat.training.schedules import epoch_decay, inverse_epoch_decay
 
 from .conftest import ROOT, TINY, tiny_records
 
@@ -51,63 +50,15 @@ def test_epoch_schedule_warms_up_one_epoch_and_ends_at_the_last_step():
         epoch_schedule(0, 5, 50)
 
 
-def test_epoch_decay_holds_each_epochs_rate_and_drops_it_by_the_share():
-    rates = epoch_decay(0.015, 0.05, steps_per_epoch=3)
-    first = [next(rates) for _ in range(9)]
-    assert first[:3] == [0.015] * 3
-    assert first[3:6] == pytest.approx([0.015 * 0.95] * 3)
-    assert first[6:] == pytest.approx([0.015 * 0.95**2] * 3)
-    # The registered name resolves to it, as a config's [training.optimizer.learn_rate].
-    resolved = spacy.util.registry.resolve(
-        {"rate": {"@schedules": "spacy-flat.epoch_decay.v1", "initial_rate": 1.0, "decay": 0.5, "steps_per_epoch": 1}}
-    )["rate"]
-    assert [next(resolved) for _ in range(3)] == [1.0, 0.5, 0.25]
-    for bad in ((0.05, 0), (1.0, 3)):
-        with pytest.raises(ValueError):
-            next(epoch_decay(0.1, *bad))
-
-
-def test_inverse_epoch_decay_warms_up_then_divides_by_one_plus_decay_times_epoch():
-    rates = inverse_epoch_decay(0.001, 0.05, steps_per_epoch=4, warmup_epochs=0.5)
-    first = [next(rates) for _ in range(12)]
-    # Two warm-up steps, the rate of epoch 0 reached at the second; then one rate an epoch.
-    assert first[:4] == pytest.approx([0.0005, 0.001, 0.001, 0.001])
-    assert first[4:8] == pytest.approx([0.001 / 1.05] * 4)
-    assert first[8:] == pytest.approx([0.001 / 1.1] * 4)
-    # A warm-up longer than an epoch scales the decayed rates too.
-    long = inverse_epoch_decay(1.0, 0.5, steps_per_epoch=1, warmup_epochs=4)
-    assert [next(long) for _ in range(5)] == pytest.approx([0.25, 0.5 / 1.5, 0.75 / 2.0, 1.0 / 2.5, 1.0 / 3.0])
-    resolved = spacy.util.registry.resolve(
-        {
-            "rate": {
-                "@schedules": "spacy-flat.inverse_epoch_decay.v1",
-                "initial_rate": 1.0,
-                "decay": 0.0,
-                "steps_per_epoch": 2,
-            }
-        }
-    )["rate"]
-    assert [next(resolved) for _ in range(3)] == [1.0, 1.0, 1.0]
-    for bad in ((0.05, 0, 0.0), (-0.1, 3, 0.0), (0.05, 3, -1.0)):
-        with pytest.raises(ValueError):
-            next(inverse_epoch_decay(0.1, *bad))
-
-
-def test_inverse_epoch_decay_configs_get_their_epoch_counted(tiny_corpus: Path):
-    config = load_config(ROOT / "configs" / "resume_paper.cfg")
-    del config["training"]["optimizer"]["learn_rate"]["steps_per_epoch"]  # known by the schedule's name
-    overrides = schedule_for(config, tiny_corpus, epochs=100)
-    steps = count_batches(config, tiny_corpus)
-    assert overrides[PER_EPOCH] == steps and overrides["training.max_steps"] == 100 * steps
-
-
-def test_epoch_decay_configs_get_their_epoch_counted(tiny_corpus: Path, tmp_path: Path, capsys):
+def test_schedules_counted_in_epochs_get_their_epoch_counted(tiny_corpus: Path, tmp_path: Path, capsys):
+    """A schedule of one's own that holds a rate per epoch (`steps_per_epoch`) gets the epoch's length."""
     config = load_config(LATTICE)
     config["training"]["optimizer"]["learn_rate"] = {
-        "@schedules": "spacy-flat.epoch_decay.v1",
+        "@schedules": "my.epoch_decay.v1",
         "initial_rate": 0.15,
         "decay": 0.05,
-    }  # steps_per_epoch left to the count, known by the schedule's name
+        "steps_per_epoch": 1,
+    }
     steps = count_batches(config, tiny_corpus)
     overrides = schedule_for(config, tiny_corpus, epochs=30)
     assert overrides == epoch_schedule(steps, 30, config["training"]["eval_frequency"], warmup=False)

@@ -75,7 +75,7 @@ def _train(architecture: str, optimizer, steps: int = 6, keep: bool = False):
     sparse = []
     for _ in range(steps):
         nlp.update(examples, sgd=optimizer)
-        sparse.append(module.char_embed.sparse)
+        sparse.append(module.embeddings.char_embed.sparse)
     weights = {name: p.detach().clone() for name, p in module.named_parameters()}
     if keep:
         return weights, sparse, (nlp, optimizer)

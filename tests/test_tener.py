@@ -1,4 +1,4 @@
-"""TENER (spacy-flat.TenerTagger.v1): its attention against a literal pair-by-pair
+"""TENER (spacy-flat.TenerTagger.v2): its attention against a literal pair-by-pair
 reading of the paper's eq. 16-19, and the architecture in the component."""
 
 import math
@@ -9,7 +9,7 @@ import spacy
 import torch
 from spacy.util import fix_random_seed
 
-from spacy_flat.nn.tener import TenerAttention, relative_sinusoids
+from spacy_flat.nn.tener import TenerAttention, TenerEncoder, relative_sinusoids
 
 from .conftest import scores_of, tiny_examples
 
@@ -86,7 +86,7 @@ def test_attention_gradients_pass_gradcheck():
 def tener_config(**model):
     return {
         "model": {
-            "@architectures": "spacy-flat.TenerTagger.v1",
+            "@architectures": "spacy-flat.TenerTagger.v2",
             "width": 32,
             "n_heads": 4,
             "ffn_width": 64,
@@ -115,7 +115,7 @@ def test_tener_trains_in_the_component_on_characters_alone(tener_nlp):
     nlp, losses = tener_nlp
     assert losses[-1] < losses[0] / 5
     module = nlp.get_pipe("flat_ner").tagger.module
-    assert module.tener and module.position is None
+    assert isinstance(module.encoder, TenerEncoder) and module.embeddings.word_embed is None
     assert len(nlp.get_pipe("flat_ner").resources.lexicon) == 0
     doc = nlp("张三在北京大学工作。")
     assert doc.ents and all(ent.label_ in nlp.get_pipe("flat_ner").labels for ent in doc.ents)

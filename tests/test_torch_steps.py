@@ -1,5 +1,5 @@
 """thinc's optimizer step done by torch (layers/torch_steps.py) against thinc's own, parameter by
-parameter and step by step: Adam, plain SGD and momentum, with and without clipping (the factor kept
+parameter and step by step: Adam and plain SGD, with and without clipping (the factor kept
 on the device), L2 as a gradient term and as decay, averages, a learning-rate multiple, state made by
 one and read by the other; and nothing read back from the device."""
 
@@ -11,7 +11,6 @@ import torch
 from thinc.api import SGD, Adam, Optimizer, RAdam
 
 from spacy_flat.layers.torch_steps import steps_in_torch, torch_step
-from spacy_flat.training.optimizers import make_momentum_sgd
 
 from .test_device_decoding import SyncCounter
 
@@ -51,9 +50,6 @@ OPTIMIZERS: Dict[str, Any] = {
     ),
     "sgd": lambda clip, l2, decay, averages: SGD(
         0.05, grad_clip=clip, L2=l2, L2_is_weight_decay=decay, use_averages=averages
-    ),
-    "momentum": lambda clip, l2, decay, averages: make_momentum_sgd(
-        0.05, momentum=0.9, grad_clip=clip, L2=l2, L2_is_weight_decay=decay, use_averages=averages
     ),
 }
 SETTINGS = [
@@ -96,7 +92,7 @@ def test_state_goes_on_across_the_two_steps(name: str):
 
 
 def test_which_optimizers_step_in_torch():
-    assert steps_in_torch(Adam(0.001)) and steps_in_torch(SGD(0.1)) and steps_in_torch(make_momentum_sgd(0.1))
+    assert steps_in_torch(Adam(0.001)) and steps_in_torch(SGD(0.1))
     assert not steps_in_torch(RAdam(0.001))
 
     class Custom(Optimizer):

@@ -72,38 +72,6 @@ def test_config_schedule_is_counted_in_epochs_of_its_corpus(name: str):
     assert schedule["total_steps"] % config["training"]["eval_frequency"] == 0
 
 
-PAPER_RECIPES = {
-    "resume_paper.cfg": "resume/train.char.bmes",
-    "weibo_paper.cfg": "weibo/weiboNER_2nd_conll.train",
-    "msra_paper.cfg": "msra/train_dev.char.bmes",
-}
-
-
-@needs_shared
-@pytest.mark.parametrize("name", sorted(PAPER_RECIPES))
-def test_paper_recipe_configs_pin_the_recipe_and_count_100_epochs(name: str):
-    """The paper's recipe (SGD with momentum 0.9, batches of 10 sentences, float32, the rate divided by
-    (1 + 0.05 x epoch)) pinned in its own config; its epoch counted in the config's batches of the real
-    corpus, the run 100 of them, evaluated after each."""
-    config = load_config(ROOT / "configs" / name)
-    training = config["training"]
-    assert (training["optimizer"]["@optimizers"], training["optimizer"]["momentum"]) == (
-        "spacy-flat.SGD_momentum.v1",
-        0.9,
-    )
-    assert (training["batcher"]["@batchers"], training["batcher"]["size"]) == ("spacy-flat.batch_by_length.v1", 10)
-    assert config["components"]["flat_ner"]["model"]["mixed_precision"] is False
-    schedule = training["optimizer"]["learn_rate"]
-    assert (schedule["@schedules"], schedule["decay"]) == ("spacy-flat.inverse_epoch_decay.v1", 0.05)
-    dev_tail = MSRA_DEV_SENTENCES if name.startswith("msra") else 0
-    sentences = list(read_conll(SHARED / "data" / PAPER_RECIPES[name], report=ConversionReport(name)))
-    batcher = registry.resolve({"batcher": training["batcher"]})["batcher"]
-    per_epoch = sum(1 for _ in batcher([s.chars for s in sentences[: len(sentences) - dev_tail]]))
-    assert schedule["steps_per_epoch"] == pytest.approx(per_epoch, rel=0.02)
-    assert training["eval_frequency"] == schedule["steps_per_epoch"]
-    assert (training["max_epochs"], training["max_steps"]) == (0, 100 * schedule["steps_per_epoch"])
-
-
 def _tiny_training(tmp_path: Path) -> dict:
     """Overrides for a 3-step `spacy train` of a small model on the tiny corpus."""
     corpus = tmp_path / "tiny.spacy"

@@ -6,6 +6,8 @@ import spacy
 import spacy_transformers  # noqa: F401  (the [test] extra installs it: these tests never skip)
 from spacy.training import Example
 
+from spacy_flat.nn.dcsan import DcsanEncoder
+
 from .conftest import (
     SHARED,
     needs_shared,
@@ -19,7 +21,7 @@ from .conftest import (
 TINY_BERT = SHARED / "vectors" / "albert-tiny-chinese"
 
 
-def build(use_char_embeddings: bool = True, architecture: str = "spacy-flat.FlatTransformerTagger.v1"):
+def build(use_char_embeddings: bool = True, architecture: str = "spacy-flat.FlatTransformerTagger.v2"):
     nlp = spacy.blank("zh")
     nlp.add_pipe(
         "transformer",
@@ -114,9 +116,11 @@ def test_transformer_features_alone(tmp_path):
     examples = tiny_examples(nlp)
     nlp.initialize(lambda: examples)
     module = nlp.get_pipe("flat_ner").tagger.module
+    embeddings = module.embeddings
     # The characters' input is the transformer's vectors (and the bigrams), no character table.
-    assert not module.use_char_embeddings and module.feature_width > 0
-    assert module.char_proj.in_features == module.feature_width + module.bigram_width + module.bigram_vector_width
+    assert not embeddings.use_char_embeddings and embeddings.feature_width > 0
+    widths = embeddings.feature_width + embeddings.bigram_width + embeddings.bigram_vector_width
+    assert module.encoder.char_proj.in_features == embeddings.char_input_width == widths
     losses = nlp.update(examples, losses={})
     assert numpy.isfinite(losses["flat_ner"]) and losses["flat_ner"] > 0
     assert nlp("张伟在北京。").text == "张伟在北京。"
@@ -127,13 +131,14 @@ def test_dcsan_on_transformer_features_trains_saves_and_loads(tmp_path):
     """DC-SAN with BERT: the transformer's vectors are the characters the word sets attend to."""
     if not TINY_BERT.exists():
         pytest.skip(f"{TINY_BERT} is absent")
-    nlp = build(architecture="spacy-flat.DcsanTransformerTagger.v1")
+    nlp = build(architecture="spacy-flat.DcsanTransformerTagger.v2")
     examples = tiny_examples(nlp)
     nlp.initialize(lambda: examples)
     ner = nlp.get_pipe("flat_ner")
     ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
     module = ner.tagger.module
-    assert module.dcsan is not None and module.feature_width > 0 and ner.lexicon.counts is not None
+    assert isinstance(module.encoder, DcsanEncoder) and module.embeddings.feature_width > 0
+    assert ner.lexicon.counts is not None
     optimizer = nlp.create_optimizer()
     losses = [nlp.update(examples, sgd=optimizer, losses={})["flat_ner"] for _ in range(40)]
     assert losses[-1] < losses[0] / 3
@@ -146,11 +151,11 @@ def test_dcsan_on_transformer_features_trains_saves_and_loads(tmp_path):
 def test_flat_learns_at_its_own_rate():
     from spacy_transformers.architectures import transformer_listener_tok2vec_v1
 
-    from spacy_flat.pipeline.architectures import build_flat_transformer_tagger
+    from spacy_flat.pipeline.architectures import build_flat_transformer_tagger_v2
 
     listener = transformer_listener_tok2vec_v1(pooling=spacy.registry.layers.get("reduce_mean.v1")(), grad_factor=1.0)
-    model = build_flat_transformer_tagger(listener, learn_rate_scale=5.0)
-    assert model.get_ref("tagger").shims[0].lr_scale == 5.0
+    model = build_flat_transformer_tagger_v2(listener, learn_rate_scale=2.0)
+    assert model.get_ref("tagger").shims[0].lr_scale == 2.0
 
 
 @needs_shared

@@ -7,8 +7,8 @@ so the count depends on sentence lengths: 362 batches make an epoch of Resume,
 216 one of Weibo. A schedule that ends early trains its last epochs at a zero
 rate; one that ends late never decays. This module counts the batches the way
 `spacy train` makes them, for the configs' `warmup_linear.v1` (warm-up and decay
-in steps) and for the schedules counted in epochs: `epoch_decay.v1` (the Lattice LSTM
-paper's decay per epoch) and `inverse_epoch_decay.v1` (FLAT's).
+in steps) and for schedules counted in epochs, which take the epoch's length as
+`steps_per_epoch` (a schedule of one's own, registered in a `--code` file).
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ PER_EPOCH = "training.optimizer.learn_rate.steps_per_epoch"
 EVAL = "training.eval_frequency"
 MAX_STEPS = "training.max_steps"
 MAX_EPOCHS = "training.max_epochs"
-# Schedules that hold a rate per epoch and need the epoch's length in steps.
-EPOCH_SCHEDULES = ("spacy-flat.epoch_decay.v1", "spacy-flat.inverse_epoch_decay.v1")
 
 
 def _config(config: Union[Path, Config]) -> Config:
@@ -68,8 +66,8 @@ def count_batches(config: Union[Path, Config], train: Path) -> int:
 def epoch_schedule(steps_per_epoch: int, epochs: int, eval_frequency: int, warmup: bool = True) -> Dict[str, int]:
     """Overrides for a `warmup_linear.v1` schedule of `epochs` epochs: warm-up for
     one epoch (at most a tenth of the run, as Table 6's 1-10 epochs of 100), linear
-    decay to zero at the last step, and at least one evaluation per epoch. For an
-    `epoch_decay.v1` or `inverse_epoch_decay.v1` schedule (`warmup` False), its epoch's length in steps and the
+    decay to zero at the last step, and at least one evaluation per epoch. For a
+    schedule counted in epochs (`warmup` False), its epoch's length in steps and the
     same run length and evaluations.
 
     The run is counted in steps, not epochs: `spacy train` evaluates at steps 0,
@@ -99,8 +97,8 @@ def epoch_schedule(steps_per_epoch: int, epochs: int, eval_frequency: int, warmu
 def schedule_for(config: Union[Path, Config], train: Path, epochs: int = 0) -> Dict[str, int]:
     """The schedule overrides for training `config` on `train`.
 
-    config (Union[Path, Config]): A training config with a `warmup_linear.v1` or
-        an epoch-counted (`epoch_decay.v1`, `inverse_epoch_decay.v1`) rate.
+    config (Union[Path, Config]): A training config with a `warmup_linear.v1` rate, or
+        one counted in epochs (with `steps_per_epoch`).
     train (Path): The training DocBin.
     epochs (int): Epochs in the run; 0 for the config's `max_epochs`.
     RETURNS (Dict[str, int]): Dotted config keys and their values.
@@ -109,13 +107,11 @@ def schedule_for(config: Union[Path, Config], train: Path, epochs: int = 0) -> D
     rate = cfg["training"]["optimizer"].get("learn_rate")
     rate = rate if isinstance(rate, dict) else {}
     warmup = "warmup_steps" in rate and "total_steps" in rate
-    if not warmup and not ("steps_per_epoch" in rate or rate.get("@schedules") in EPOCH_SCHEDULES):
+    if not warmup and "steps_per_epoch" not in rate:
         name = config if isinstance(config, Path) else "the config"
         raise FlatError(
             f"{name}: [training.optimizer.learn_rate] is neither a warm-up schedule with warmup_steps and "
-            "total_steps (such as warmup_linear.v1) nor one with steps_per_epoch (epoch_decay.v1, "
-            "inverse_epoch_decay.v1), so there "
-            "is no step count to set"
+            "total_steps (such as warmup_linear.v1) nor one with steps_per_epoch, so there is no step count to set"
         )
     epochs = epochs or int(cfg["training"]["max_epochs"])
     if epochs < 1:

@@ -12,25 +12,30 @@ from ..lattice.feature_cache import MEMORY_BYTES, FeatureCache, cache_key
 from ..lattice.features import FlatBatch, featurize
 from ..lattice.resources import FlatResources
 from ..lattice.windows import Segment
-from ..settings import FlatSettings
 
 # The gradient of each segment's transformer features; None without features.
 SegmentGradients = List[Optional[Floats2d]]
 
 
-def flat_featurizer(settings: FlatSettings) -> Model[List[Segment], FlatBatch]:
+def flat_featurizer(
+    *, word_rows: int, bigram_rows: int, bigram_vectors: bool, max_words: int
+) -> Model[List[Segment], FlatBatch]:
     """Build the lattice of each segment's text and its id arrays. Reads the
     component's resources (`set_resources`), which are saved by the component,
     not in the model's bytes.
+
+    word_rows (int), bigram_rows (int): The rows of the word and bigram bloom tables.
+    bigram_vectors (bool): Look each character's bigram vector up.
+    max_words (int): Cap on lattice words per text; -1 for none, 0 for characters only.
     """
     return Model(
         "flat_features",
         _forward,
         attrs={
-            "word_rows": settings.word_rows,
-            "bigram_rows": settings.bigram_rows,
-            "bigram_vectors": settings.bigram_vectors,
-            "max_words": settings.max_words,
+            "word_rows": word_rows,
+            "bigram_rows": bigram_rows,
+            "bigram_vectors": bigram_vectors,
+            "max_words": max_words,
             "resources": None,
         },
     )

@@ -19,7 +19,7 @@ mode on every call, a walk over every submodule twice per batch (6% of
 `nlp.pipe` one doc at a time); `predict` here leaves it in eval mode, since
 `begin_update` sets train mode itself, and runs under `torch.inference_mode`.
 
-With SGD (no moments, no momentum; with parameter averages or without), the embedding tables are updated row by
+With SGD (no moments; with parameter averages or without), the embedding tables are updated row by
 row: their gradients come back sparse (`nn.Embedding(sparse=True)` in every
 `begin_update`, so the first step of a run, or of a resumed one, is like every
 other) and only the rows a batch read are clipped and stepped, as thinc's
@@ -206,11 +206,8 @@ class InPlacePyTorchShim(PyTorchShim):
 
 def plain_sgd(optimizer: Optimizer) -> bool:
     """Whether thinc's optimizer steps each weight from its own gradient alone
-    (SGD: no Adam or RAdam moments, no momentum; parameter averages or not).
-    Under momentum (`training/optimizers.py`) every row moves at every step, by its
-    velocity, so a table's gradient must reach the optimizer whole."""
-    momentum = float(getattr(optimizer, "momentum", 0.0))
-    return not optimizer.use_radam and optimizer.b1 == 0.0 and optimizer.b2 == 0.0 and momentum == 0.0
+    (SGD: no Adam or RAdam moments; parameter averages or not)."""
+    return not optimizer.use_radam and optimizer.b1 == 0.0 and optimizer.b2 == 0.0
 
 
 def sgd_rows(

@@ -9,14 +9,14 @@ multi-threaded CPU kernel or one CUDA launch for every parameter), the clipping 
 factor, and nothing read back.
 
 The state stays thinc's, in the optimizer's own tables and shapes: `nr_update` per key, Adam's
-moments (or the momentum's velocity) as the flat float32 arrays `mom1` and `mom2` hold, the averages
+moments as the flat float32 arrays `mom1` and `mom2` hold, the averages
 in `averages`; torch works on views of those arrays (zero-copy on CPU and through DLPack on a GPU), so
 checkpoints save and restore them unchanged, and a run may switch between this step and thinc's.
 
 The arithmetic is thinc's, in its order: an L2 term in the gradient, then clipping of each parameter's
 gradient to `grad_clip` by its own norm, then Adam (thinc's `lr * sqrt(1 - b2^t) / (1 - b1^t)` on
-`m / (sqrt(v) + eps)`, which is torch's Adam with `eps / sqrt(1 - b2^t)`), plain SGD or heavy-ball
-momentum (`training/optimizers.py`), then decoupled weight decay and the averages
+`m / (sqrt(v) + eps)`, which is torch's Adam with `eps / sqrt(1 - b2^t)`) or plain SGD, then
+decoupled weight decay and the averages
 (`ema -= (1 - decay) * (ema - w)`, decay = min((1 + t) / (10 + t), 0.9999)). Results agree with
 thinc's to float32 rounding, not bit for bit: the norms are summed in another order.
 """
@@ -35,11 +35,10 @@ DenseStep = Tuple[Tuple[int, str], torch.Tensor, torch.Tensor]
 
 
 def steps_in_torch(optimizer: Optimizer) -> bool:
-    """Whether `torch_step` does this optimizer's step: thinc's own `Optimizer` (Adam or SGD, not
-    RAdam), or a subclass that says its step is thinc's with momentum (`steps_in_torch = True`)."""
+    """Whether `torch_step` does this optimizer's step: thinc's own `Optimizer` (Adam or SGD, not RAdam)."""
     if optimizer.use_radam or (optimizer.b2 > 0.0 and optimizer.b1 <= 0.0):
         return False
-    return type(optimizer) is Optimizer or bool(getattr(type(optimizer), "steps_in_torch", False))
+    return type(optimizer) is Optimizer
 
 
 def torch_step(optimizer: Optimizer, steps: Sequence[DenseStep], lr_scale: float = 1.0) -> None:
@@ -63,11 +62,8 @@ def torch_step(optimizer: Optimizer, steps: Sequence[DenseStep], lr_scale: float
             torch._foreach_add_(grads, params, alpha=float(optimizer.L2))
         if optimizer.grad_clip:
             _clip(grads, float(optimizer.grad_clip))
-        momentum = float(getattr(optimizer, "momentum", 0.0))
         if optimizer.b1 > 0.0 and optimizer.b2 > 0.0:
             _adam(optimizer, live, params, grads, rate)
-        elif momentum:
-            _momentum(optimizer, live, params, grads, rate, momentum)
         else:
             torch._foreach_add_(params, grads, alpha=-rate)
         if optimizer.L2 != 0 and optimizer.L2_is_weight_decay:
@@ -149,25 +145,6 @@ def _adam_unfused(
     denominators = torch._foreach_sqrt(mom2)
     torch._foreach_add_(denominators, eps)
     torch._foreach_addcdiv_(params, mom1, denominators, value=-step_rate)
-
-
-def _momentum(
-    optimizer: Optimizer,
-    live: Sequence[DenseStep],
-    params: List[torch.Tensor],
-    grads: List[torch.Tensor],
-    rate: float,
-    momentum: float,
-) -> None:
-    """Heavy-ball momentum as `MomentumSGD` steps it: v = μv + g (v = g at first), w -= rate·v."""
-    for (key, _, _), param, grad in zip(live, params, grads):
-        first = key not in optimizer.mom1
-        velocity = _state(optimizer.mom1, key, param, flat=False)
-        if first:
-            velocity.copy_(grad)
-        else:
-            velocity.mul_(momentum).add_(grad)
-        param.add_(velocity, alpha=-rate)
 
 
 def _averages(optimizer: Optimizer, live: Sequence[DenseStep], params: List[torch.Tensor]) -> None:

@@ -5,20 +5,21 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy
 import torch
-from thinc.api import Model, torch2xp
+from thinc.api import Model, PyTorchGradScaler, torch2xp
 from thinc.types import Floats3d
 
 from ..decoding.tags import TagSet
 from ..lattice.batching import length_buckets
 from ..lattice.resources import FlatResources
 from ..nn.crf import FORBIDDEN, ConstrainedCRF
-from ..nn.encoder import FlatTagger
 from ..nn.posteriors import soft_target_loss
+from ..nn.tagger import LatticeTagger
 from ..nn.top_paths import crf_k_best, top_paths_loss
 from ..nn.transfer import to_device
 from ..types import TopPaths
 from .arrays import host_emissions, xp_to_torch
 from .device_decoder import HostRuns, decode_on_device
+from .shim import InPlacePyTorchShim
 
 # A loss's input: the emissions of the rows that have targets, their mask, and their row numbers.
 CrfInput = Tuple[torch.Tensor, torch.Tensor, List[int]]
@@ -28,20 +29,42 @@ class TorchTagger:
     """The torch side of a FLAT model, for the component: it never touches
     tensors or shims itself.
 
-    model (Model): A FLAT model (either architecture), with a "tagger" ref.
+    model (Model): A model of any registered architecture, with a "tagger" ref.
     """
 
     def __init__(self, model: Model) -> None:
         self._layer = model.get_ref("tagger")
 
     @property
-    def module(self) -> FlatTagger:
-        """RETURNS (FlatTagger): The torch module."""
-        return cast(FlatTagger, self._layer.shims[0]._model)
+    def module(self) -> LatticeTagger:
+        """RETURNS (LatticeTagger): The torch module."""
+        return cast(LatticeTagger, self._layer.shims[0]._model)
 
     @property
     def device(self) -> torch.device:
         return next(self.module.parameters()).device
+
+    @property
+    def int8_inference(self) -> bool:
+        """RETURNS (bool): Whether prediction on a CPU runs an int8 copy of the module."""
+        return self._shim.int8_inference
+
+    @int8_inference.setter
+    def int8_inference(self, value: bool) -> None:
+        self._shim.int8_inference = value
+
+    @property
+    def grad_scaler(self) -> PyTorchGradScaler:
+        """RETURNS (PyTorchGradScaler): The gradient scaler of mixed-precision training."""
+        return self._shim._grad_scaler
+
+    @grad_scaler.setter
+    def grad_scaler(self, scaler: PyTorchGradScaler) -> None:
+        self._shim._grad_scaler = scaler
+
+    @property
+    def _shim(self) -> InPlacePyTorchShim:
+        return cast(InPlacePyTorchShim, self._layer.shims[0])
 
     @property
     def is_configured(self) -> bool:
@@ -66,15 +89,16 @@ class TorchTagger:
         )
 
     def check_char_width(self, table: numpy.ndarray, component: str) -> None:
-        if table.shape[1] != self.module.char_width:
+        char_width = self.module.embeddings.char_width
+        if table.shape[1] != char_width:
             raise ValueError(
                 f"Character vectors have width {table.shape[1]} but the model's char_width is "
-                f"{self.module.char_width}; set [components.{component}.model] char_width = {table.shape[1]}"
+                f"{char_width}; set [components.{component}.model] char_width = {table.shape[1]}"
             )
 
     def set_char_vectors(self, table: numpy.ndarray) -> None:
         """Initialize the character embeddings from a (rows, char_width) table."""
-        self.module.set_char_vectors(torch.from_numpy(numpy.ascontiguousarray(table, dtype="float32")))
+        self.module.embeddings.set_char_vectors(torch.from_numpy(numpy.ascontiguousarray(table, dtype="float32")))
 
     def loss(
         self, scores: Floats3d, gold: Sequence[Sequence[int]], weight: float = 1.0, *, read: bool = True
@@ -184,7 +208,7 @@ class TorchTagger:
     @property
     def _crf(self) -> ConstrainedCRF:
         crf = self.module.crf
-        assert crf is not None, "FlatTagger.configure was not called"
+        assert crf is not None, "LatticeTagger.configure was not called"
         return crf
 
     def marginals(

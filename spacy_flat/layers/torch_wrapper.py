@@ -1,8 +1,8 @@
-"""The FLAT torch module as a thinc layer: PyTorchWrapper's forward with the
-in-place shim, and the conversions of its inputs, outputs and weights."""
+"""The torch tagger as a thinc layer: PyTorchWrapper's forward with the in-place
+shim, and the conversions of its inputs, outputs and weights."""
 
 import io
-from typing import Any, Callable, Optional, Tuple, cast
+from typing import Any, Callable, Dict, Optional, Tuple, cast
 
 import numpy
 import torch
@@ -11,29 +11,38 @@ from thinc.layers.pytorchwrapper import forward as pytorch_forward
 from thinc.types import Floats2d, Floats3d
 
 from ..lattice.features import FlatBatch
-from ..nn.encoder import FlatTagger
+from ..nn.legacy_weights import upgrade_state_dict
 from ..nn.position_plan import plan_positions
+from ..nn.tagger import LatticeTagger
 from ..nn.transfer import to_device
-from ..settings import FlatSettings
 from .arrays import xp_to_torch
 from .shim import InPlacePyTorchShim
 
 
-def torch_tagger(settings: FlatSettings) -> Model[FlatBatch, Floats3d]:
-    """PyTorchWrapper_v3's layer around `FlatTagger`, with the in-place shim (see shim.py).
+def torch_tagger(
+    module: LatticeTagger,
+    *,
+    mixed_precision: bool = False,
+    autocast_dtype: torch.dtype = torch.float16,
+    grad_scaler_config: Optional[Dict[str, Any]] = None,
+    learn_rate_scale: float = 1.0,
+) -> Model[FlatBatch, Floats3d]:
+    """PyTorchWrapper_v3's layer around a `LatticeTagger`, with the in-place shim (see shim.py).
 
+    mixed_precision (bool), autocast_dtype (torch.dtype): Autocast on a CUDA device, and its type.
+    grad_scaler_config (Optional[Dict[str, Any]]): thinc's `PyTorchGradScaler` settings.
+    learn_rate_scale (float): The module's learning rate as a multiple of the optimizer's.
     RETURNS (Model[FlatBatch, Floats3d]): Emission scores (batch, chars, tags).
     """
     shim = InPlacePyTorchShim(
-        FlatTagger(settings),
-        mixed_precision=settings.mixed_precision,
-        autocast_dtype=getattr(torch, settings.mixed_precision_dtype),
-        grad_scaler=PyTorchGradScaler(**(settings.grad_scaler_config or {})),
+        module,
+        mixed_precision=mixed_precision,
+        autocast_dtype=autocast_dtype,
+        grad_scaler=PyTorchGradScaler(**(grad_scaler_config or {})),
         device=None,
         serialize_model=_serialize,
         deserialize_model=_deserialize,
-        lr_scale=settings.learn_rate_scale,
-        int8_inference=settings.int8_inference,
+        lr_scale=learn_rate_scale,
     )
     return Model(
         "pytorch",
@@ -76,7 +85,7 @@ def _convert_inputs(model: Model, batch: FlatBatch, is_train: bool) -> Tuple[Arg
         "word_weights": tensor(batch.word_weights),
         "recompute": batch.recompute,
     }
-    if is_train and module.position is not None and plans_positions_on_host(device):
+    if is_train and module.encoder.reads_positions and plans_positions_on_host(device):
         n_chars = batch.char_mask.shape[1]
         kwargs["positions"] = plan_positions(batch.heads, batch.tails, batch.token_mask, (n_chars,)).to(device)
     if batch.char_features is not None:
@@ -111,5 +120,5 @@ def _serialize(module: torch.nn.Module) -> bytes:
 def _deserialize(module: torch.nn.Module, data: bytes, device: torch.device) -> torch.nn.Module:
     # weights_only: a saved pipeline holds tensors, never code to unpickle.
     state = torch.load(io.BytesIO(data), map_location=device, weights_only=True)
-    module.load_state_dict(state)
+    module.load_state_dict(upgrade_state_dict(state, module.state_dict().keys()))
     return module.to(device)

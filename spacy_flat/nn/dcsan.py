@@ -13,7 +13,11 @@ from typing import Optional
 import torch
 from torch import nn
 
+from .attention_layers import padding_mask, run_layers
 from .dropout import Dropout
+from .lattice import Lattice, LatticeEncoder
+from .position import RelativePositions
+from .tener import TenerLayer
 
 # The four word sets of a character: the words it Begins, is in the Middle of, Ends, or is (Single).
 SETS = ("B", "M", "E", "S")
@@ -121,20 +125,11 @@ class DcsanInput(nn.Module):
         self.fusion = GatedFusion(width)
 
     def forward(
-        self,
-        chars: torch.Tensor,
-        words: torch.Tensor,
-        heads: torch.Tensor,
-        tails: torch.Tensor,
-        char_index: torch.Tensor,
-        word_index: torch.Tensor,
-        token_mask: torch.Tensor,
-        char_mask: torch.Tensor,
-        word_weights: Optional[torch.Tensor] = None,
+        self, chars: torch.Tensor, words: torch.Tensor, lattice: Lattice, word_weights: Optional[torch.Tensor] = None
     ) -> torch.Tensor:
-        """chars (N_c, d) projected; words (N_w, d_w) embedded; char_index (N_c,) and
-        word_index (N_w,) their flat positions in (B * n); word_weights (N_w,) z(w) + b or
-        None → F (B, C, d) over characters only."""
+        """chars (N_c, d) projected; words (N_w, d_w) embedded; word_weights (N_w,) z(w) + b
+        or None → F (B, C, d) over characters only."""
+        heads, tails, char_index, word_index, token_mask, char_mask = lattice
         batch, n = heads.shape
         n_chars = char_mask.shape[1]
         laid = words.new_zeros(batch * n, words.shape[1]).index_copy(0, word_index, words).view(batch, n, -1)
@@ -149,3 +144,48 @@ class DcsanInput(nn.Module):
         rows = char_index // n * n_chars + char_index % n
         x = chars.new_zeros(batch * n_chars, chars.shape[1]).index_copy(0, rows, chars).view(batch, n_chars, -1)
         return self.fusion(self.cross(y, x, char_mask), y)
+
+
+class DcsanEncoder(LatticeEncoder):
+    """DC-SAN's encoder: the characters projected to d_model, their word sets attended and
+    fused (`DcsanInput`), then `n_layers` of TENER's layers over the characters."""
+
+    def __init__(
+        self,
+        char_input_width: int,
+        word_width: int,
+        *,
+        width: int,
+        n_heads: int,
+        ffn_width: int,
+        n_layers: int,
+        dropout: float,
+        attention_dropout: float,
+        scaled: bool,
+    ) -> None:
+        super().__init__()
+        self.width = width
+        self.char_proj = nn.Linear(char_input_width, width)
+        self.dcsan = DcsanInput(word_width, width, n_heads, attention_dropout=attention_dropout)
+        self.layers = nn.ModuleList(
+            TenerLayer(width, n_heads, ffn_width, dropout=dropout, attention_dropout=attention_dropout, scaled=scaled)
+            for _ in range(n_layers)
+        )
+
+    weighs_words = True
+
+    def forward(
+        self,
+        chars: torch.Tensor,
+        words: torch.Tensor,
+        lattice: Lattice,
+        *,
+        positions: Optional[RelativePositions] = None,
+        recompute: bool = False,
+        word_weights: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """chars (N_c, char_input_width), words (N_w, word_width) embedded; word_weights
+        (N_w,) each word's z(w) + b, or None → (B, C, width)."""
+        x = self.dcsan(self.char_proj(chars), words, lattice, word_weights)
+        # The self-lattice layers read characters only.
+        return run_layers(self.layers, x, (padding_mask(lattice.char_mask),), recompute=recompute)

@@ -1,28 +1,20 @@
-"""FLAT's encoder layer as plain PyTorch: self-attention over the flat lattice
-with relative span positions (Li et al. 2020, eq. 11), and its feed-forward sublayer."""
+"""FLAT's encoder as plain PyTorch (Li et al. 2020): the characters and words of the
+flat lattice side by side, encoded by layers of self-attention with relative span
+positions (eq. 8 and 11)."""
 
 from __future__ import annotations
 
-import math
-from typing import Any, Callable, Optional, Tuple, Union
+from typing import Optional, Union
 
 import torch
 from torch import nn
 
-from ..settings import FlatSettings
+from .attention_layers import ResidualLayer, run_layers, split_heads, with_padding_rows
 from .dropout import Dropout
-from .position import PositionFusion, RelativePositions
+from .lattice import Lattice, LatticeEncoder
+from .position import PositionFusion, RelativePositions, relative_positions
 from .position_keys import PositionKeyCache
 from .position_scores import position_scores
-
-
-def split_heads(width: int, n_heads: int, scaled: bool) -> Tuple[int, int, float]:
-    """RETURNS (Tuple[int, int, float]): Heads, head width and the score scale
-    (1/sqrt(head width), or 1 for un-scaled attention)."""
-    if width % n_heads:
-        raise ValueError(f"d_model {width} is not divisible by {n_heads} heads")
-    head_width = width // n_heads
-    return n_heads, head_width, 1.0 / math.sqrt(head_width) if scaled else 1.0
 
 
 class FlatAttention(nn.Module):
@@ -33,31 +25,18 @@ class FlatAttention(nn.Module):
     The position term is scored against the distinct triples only and then
     gathered per pair, in row chunks (`position_scores`), so no (n x n x d)
     tensor is ever built.
-
-    key_projection (bool), output_projection (bool): k_j = W_k x_j, and W_o on the
-        heads' concatenated output; without them (the released code's attention) the
-        keys are the inputs and the output is the heads' concatenation.
     """
 
-    def __init__(
-        self,
-        width: int,
-        n_heads: int,
-        *,
-        dropout: float = 0.0,
-        scaled: bool = True,
-        key_projection: bool = True,
-        output_projection: bool = True,
-    ) -> None:
+    def __init__(self, width: int, n_heads: int, *, dropout: float = 0.0, scaled: bool = True) -> None:
         super().__init__()
         self.n_heads, self.head_width, self.scale = split_heads(width, n_heads, scaled)
         self.w_q = nn.Linear(width, width)
-        self.w_k: nn.Module = nn.Linear(width, width) if key_projection else nn.Identity()
+        self.w_k = nn.Linear(width, width)
         self.w_v = nn.Linear(width, width)
         self.w_kr = nn.Linear(width, width, bias=False)
         self.u = nn.Parameter(torch.zeros(n_heads, self.head_width))
         self.v = nn.Parameter(torch.zeros(n_heads, self.head_width))
-        self.w_o: nn.Module = nn.Linear(width, width) if output_projection else nn.Identity()
+        self.w_o = nn.Linear(width, width)
         self.dropout = Dropout(dropout)
         # W_kR R rows kept between prediction batches (not weights: never saved).
         self.position_keys = PositionKeyCache()
@@ -102,79 +81,90 @@ class FlatAttention(nn.Module):
         return self.w_o(out)
 
 
-class ResidualLayer(nn.Module):
-    """An attention sublayer and a feed-forward sublayer, each with residual,
-    dropout and layer norm (the Transformer's post-norm layer). FLAT and TENER
-    differ only in the attention they put in it.
-
-    residual (bool): False gives the released FLAT code's layer, LN(Attn(x)) then
-        LN(FFN(.)): its add & norm adds a sublayer's output to itself (LN(2y) = LN(y)),
-        and it drops out nothing between the sublayers (the FFN keeps its inner dropout
-        and, as there, drops out its output too).
-    attention (Any): Further settings of the attention sublayer.
-    """
-
-    # The attention sublayer's class: (width, n_heads, dropout=, scaled=, **attention) -> module.
-    attention_type: Callable[..., nn.Module]
-
-    def __init__(
-        self,
-        width: int,
-        n_heads: int,
-        ffn_width: int,
-        *,
-        dropout: float,
-        attention_dropout: float,
-        scaled: bool,
-        residual: bool = True,
-        **attention: Any,
-    ) -> None:
-        super().__init__()
-        self.attention = self.attention_type(width, n_heads, dropout=attention_dropout, scaled=scaled, **attention)
-        self.norm1 = nn.LayerNorm(width)
-        self.ffn = nn.Sequential(nn.Linear(width, ffn_width), nn.ReLU(), Dropout(dropout), nn.Linear(ffn_width, width))
-        self.norm2 = nn.LayerNorm(width)
-        self.dropout = Dropout(dropout)
-        self.residual = residual
-
-    @classmethod
-    def from_settings(cls, s: FlatSettings, **attention: Any) -> ResidualLayer:
-        """A layer of the model `s` describes."""
-        return cls(
-            s.width,
-            s.n_heads,
-            s.ffn_width,
-            dropout=s.dropout,
-            attention_dropout=s.attention_dropout,
-            scaled=s.scaled,
-            residual=s.residual,
-            **attention,
-        )
-
-    def forward(self, x: torch.Tensor, *inputs: Any, n_queries: Optional[int] = None) -> torch.Tensor:
-        """x (B, n, d) and what the attention reads besides it → (B, n, d).
-
-        n_queries (Optional[int]): Compute only the first n_queries outputs of
-            each row (B, n_queries, d): keys and values still come from every token.
-        """
-        if n_queries is None:
-            attended = self.attention(x, *inputs)
-        else:
-            attended = self.attention(x, *inputs, n_queries=n_queries)
-            x = x[:, :n_queries]
-        if not self.residual:
-            return self.norm2(self.dropout(self.ffn(self.norm1(attended))))
-        x = self.norm1(x + self.dropout(attended))
-        return self.norm2(x + self.dropout(self.ffn(x)))
-
-
 class FlatLayer(ResidualLayer):
     """FLAT's layer: its attention over the lattice (reads rel, pos and attend)."""
 
     attention_type = FlatAttention
 
-    @classmethod
-    def from_settings(cls, s: FlatSettings, **attention: Any) -> ResidualLayer:
-        """A layer of the model `s` describes, with the projections it chooses."""
-        projections = {"key_projection": s.key_projection, "output_projection": s.output_projection}
-        return super().from_settings(s, **projections, **attention)
+
+class FlatEncoder(LatticeEncoder):
+    """FLAT's encoder: characters and words projected to d_model and laid out as one
+    sequence, then `n_layers` layers of lattice attention; the characters' rows come out.
+
+    The paper's ablations: mask_self_matched (FLAT_msm: a character may not attend to
+    the words that contain it), max_distance (FLAT_mld: no attention between spans
+    whose heads are further apart; -1 for none) and head_only (FLAT_head: R from p_hh alone).
+    """
+
+    def __init__(
+        self,
+        char_input_width: int,
+        word_width: int,
+        *,
+        width: int,
+        n_heads: int,
+        ffn_width: int,
+        n_layers: int,
+        dropout: float,
+        attention_dropout: float,
+        scaled: bool,
+        mask_self_matched: bool = False,
+        max_distance: int = -1,
+        head_only: bool = False,
+    ) -> None:
+        super().__init__()
+        self.width = width
+        self.char_proj = nn.Linear(char_input_width, width)
+        self.word_proj = nn.Linear(word_width, width)
+        self.position = PositionFusion(width, head_only=head_only)
+        self.layers = nn.ModuleList(
+            FlatLayer(width, n_heads, ffn_width, dropout=dropout, attention_dropout=attention_dropout, scaled=scaled)
+            for _ in range(n_layers)
+        )
+        self.mask_self_matched = mask_self_matched
+        self.max_distance = max_distance
+
+    # Training on a device plans the relative positions on the host (`position_plan.py`).
+    reads_positions = True
+
+    def forward(
+        self,
+        chars: torch.Tensor,
+        words: torch.Tensor,
+        lattice: Lattice,
+        *,
+        positions: Optional[RelativePositions] = None,
+        recompute: bool = False,
+        word_weights: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """chars (N_c, char_input_width), words (N_w, word_width) embedded → (B, C, width).
+
+        positions (Optional[RelativePositions]): The relative positions planned on the
+            host (`position_plan.py`); None: indexed here from heads and tails.
+        recompute (bool): Recompute the attention in backward (`run_layers`).
+        word_weights: Not read (DC-SAN's).
+        """
+        x = lattice.laid_out(self.char_proj(chars), self.word_proj(words))
+        heads, tails, token_mask = lattice.heads, lattice.tails, lattice.token_mask
+        pos = positions if positions is not None else relative_positions(heads, tails, token_mask)
+        attend = self._attention_mask(heads, tails, token_mask, pos)
+        # Prediction on a CPU: each layer looks its projected rows up (`position_keys.py`).
+        rel = self.position if not torch.is_grad_enabled() and heads.device.type == "cpu" else self.position(pos)
+        # Only characters reach the output, so the last layer computes no word rows
+        # (FLAT's lattice rows are a third or more of its tokens); keys keep every token.
+        x = run_layers(self.layers, x, (rel, pos, attend), recompute=recompute, last_queries=lattice.n_chars)
+        return x[:, : lattice.n_chars]
+
+    def _attention_mask(
+        self, heads: torch.Tensor, tails: torch.Tensor, token_mask: torch.Tensor, pos: RelativePositions
+    ) -> torch.Tensor:
+        attend = token_mask[:, None, :] & token_mask[:, :, None]
+        if self.mask_self_matched:
+            is_char = (pos.lengths == 0) & token_mask
+            is_word = (pos.lengths > 0) & token_mask
+            inside = (heads[:, None, :] <= heads[:, :, None]) & (heads[:, :, None] <= tails[:, None, :])
+            attend = attend & ~(is_char[:, :, None] & is_word[:, None, :] & inside)
+        if self.max_distance >= 0:
+            far = (heads[:, :, None] - heads[:, None, :]).abs() > self.max_distance
+            attend = attend & ~far
+        return with_padding_rows(attend, token_mask)

@@ -14,8 +14,8 @@ cells of those words with its own candidate instead of keeping its previous cell
     h^c_j = o^c_j ⊙ tanh(c^c_j)
 
 and the plain LSTM cell c^c_j = f^c_j ⊙ c^c_{j-1} + i^c_j ⊙ c̃^c_j where no word
-ends. The released code's character cell has no forget gate of its own: f^c_j =
-1 - i^c_j (`coupled`), three gates where eq. 11 has four. A word cell starts from
+ends. (The released code's character cell couples its forget gate, f^c_j = 1 - i^c_j;
+measured level on Resume, and no faster, so the paper's cell is the one here.) A word cell starts from
 the state of the word's first character (the paper's eq. 13 prints c^c_{b,e}; the
 released code, as here, reads c^c_b).
 Single-character words are left out (the paper's footnote 2): a word cell needs
@@ -38,11 +38,13 @@ from typing import Optional, Tuple
 import torch
 from torch import nn
 
+from .lattice import Lattice, LatticeEncoder
 from .lattice_lstm_recurrence import lattice_recurrence
 from .lattice_lstm_schedule import word_slots
+from .position import RelativePositions
 
-# Input terms per direction: the character's i, o, f, c̃ (eq. 11; i, o, c̃ when the
-# forget gate is coupled) and its part of the word gate i^c (eq. 14); the word's i, f, c̃ (eq. 13).
+# Input terms per direction: the character's i, o, f, c̃ (eq. 11) and its part of the
+# word gate i^c (eq. 14); the word's i, f, c̃ (eq. 13).
 CHAR_GATES = 4
 WORD_TERMS = 3
 
@@ -58,21 +60,19 @@ class LatticeLstm(nn.Module):
 
     hidden (int): Hidden size of one direction.
     directions (int): 1 (left to right) or 2 (both, outputs side by side).
-    coupled (bool): The released code's character cell: its forget gate is 1 - i^c_j.
     """
 
-    def __init__(self, hidden: int, *, directions: int = 2, coupled: bool = False) -> None:
+    def __init__(self, hidden: int, *, directions: int = 2) -> None:
         super().__init__()
         if directions not in (1, 2):
             raise ValueError(f"a lattice LSTM has one or two directions, not {directions}")
         self.hidden = hidden
         self.directions = directions
-        gates = CHAR_GATES - 1 if coupled else CHAR_GATES
-        self.char_terms = directions * (gates + 1) * hidden
+        self.char_terms = directions * (CHAR_GATES + 1) * hidden
         self.word_terms = directions * WORD_TERMS * hidden
         eye = torch.eye(hidden)
         # W^c's h^c_{j-1} half (eq. 11), W^w's h^c_b half (eq. 13), W^l's c^w half (eq. 14).
-        self.char_hidden = nn.Parameter(eye.repeat(directions, 1, gates))
+        self.char_hidden = nn.Parameter(eye.repeat(directions, 1, CHAR_GATES))
         self.word_hidden = nn.Parameter(eye.repeat(directions, 1, 3))
         self.word_gate = nn.Parameter(eye.repeat(directions, 1, 1))
 
@@ -94,7 +94,7 @@ class LatticeLstm(nn.Module):
         """Hidden states h^c of every character.
 
         chars (N_c, char_terms): W x^c_j + b of eq. 11 and 14, per direction
-            [i, o, f, c̃, i^c] ([i, o, c̃, i^c] when coupled); each row's characters in
+            [i, o, f, c̃, i^c]; each row's characters in
             turn, row b's from sum(lengths[:b]) on.
         words (N_w, word_terms): W x^w_be + b of eq. 13, per direction [i, f, c̃].
         word_rows, word_heads, word_tails (N_w,) int64: each word's row and
@@ -110,3 +110,41 @@ class LatticeLstm(nn.Module):
             return chars.new_zeros(batch, steps, self.directions * self.hidden)
         plan = word_slots(word_rows, word_heads, word_tails, lengths, steps, batch, self.directions, chars.dtype)
         return lattice_recurrence(chars, words, self.char_hidden, self.word_hidden, self.word_gate, plan)
+
+
+class LatticeLstmEncoder(LatticeEncoder):
+    """The Lattice LSTM as an encoder: the input terms of every character's and word's
+    gates in one product each, then the bidirectional recurrence (`width` / 2 each way)."""
+
+    def __init__(self, char_input_width: int, word_width: int, *, width: int) -> None:
+        super().__init__()
+        if width % 2:
+            raise ValueError(f"the Lattice LSTM's width {width} is not even (two directions)")
+        self.width = width
+        self.lattice = LatticeLstm(width // 2)
+        char_terms, word_terms = self.lattice.terms
+        self.char_proj = nn.Linear(char_input_width, char_terms)
+        self.word_proj = nn.Linear(word_width, word_terms)
+
+    def forward(
+        self,
+        chars: torch.Tensor,
+        words: torch.Tensor,
+        lattice: Lattice,
+        *,
+        positions: Optional[RelativePositions] = None,
+        recompute: bool = False,
+        word_weights: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """chars (N_c, char_input_width), words (N_w, word_width) embedded → (B, C, width).
+        The recurrence keeps what its backward needs whatever `recompute` says."""
+        heads, word_index, char_mask = lattice.heads, lattice.word_index, lattice.char_mask
+        return self.lattice(
+            self.char_proj(chars),
+            self.word_proj(words),
+            word_index // heads.shape[1],
+            heads.reshape(-1)[word_index],
+            lattice.tails.reshape(-1)[word_index],
+            char_mask.sum(1),
+            char_mask.shape[1],
+        )

@@ -47,19 +47,16 @@ def through_time(
     steps, dirs, batch, hidden = tanh_c.shape
     h_prev, c_prev = states[:, :-1].unbind(0)  # each step's previous state (`recur`)
     n_gates = acts.shape[3]
-    coupled = n_gates == 3  # the released code's cell: f = 1 - i
     inverse = sums[:, :-1, 0].reciprocal().view(steps, dirs, batch, hidden)  # eq. 16's 1 / Σ
     i, o, g = acts[:, :, :, 0], acts[:, :, :, 1], acts[:, :, :, -1]
-    f = 1 - i if coupled else acts[:, :, :, 2]
+    f = acts[:, :, :, 2]
     plain = 1 - plan.merges
     alpha = plan.merges * torch.exp(i) * inverse  # α^c_j (eq. 16) where words end, 0 elsewhere
     d_i, d_o, d_f = i - i * i, o - o * o, f - f * f  # the sigmoids' derivatives
-    # Per step, a pre-activation's gradient is dc times its partner (o's: dh times out_gate);
-    # a coupled forget gate passes its gradient to i, with the opposite sign.
-    into_i = ((g - c_prev if coupled else g) * plain + alpha * (g - merged)) * d_i
+    # Per step, a pre-activation's gradient is dc times its partner (o's: dh times out_gate).
+    into_i = (g * plain + alpha * (g - merged)) * d_i
     candidate = (i * plain + alpha) * (1 - g * g)
-    forget_term = [] if coupled else [c_prev * plain * d_f]
-    partner = torch.stack([into_i, d_o, *forget_term, candidate], 3)
+    partner = torch.stack([into_i, d_o, c_prev * plain * d_f, candidate], 3)
     words = _Words(merges, plan.merges * inverse, merged, plan) if merges else None
     # dh and dc in one buffer: a merge's gradients reach its words' first characters in one sum.
     grads = acts.new_zeros(2, steps + 1, dirs, batch, hidden)  # laid out as `states`

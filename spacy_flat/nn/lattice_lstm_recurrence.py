@@ -12,7 +12,7 @@ autograd's version and view bookkeeping (a quarter of its cost at these sizes);
 what they make there is read only by this module.
 
 The layout: the input terms `chars` (N_c, D * 5H: i, o, f, c̃ and the word gate's
-character term per direction; 4H without f when the forget gate is coupled, f = 1 - i;
+character term per direction;
 each row's characters in turn) are gathered once into reading order x (C, D, B, 5H),
 so that step j reads x[j]; the word terms `words` (N_w, D * 3H: i, f, c̃) are read
 in place as rows w * D + d. The states of step j are h[j] and c[j] (C, D, B, H), kept
@@ -50,8 +50,7 @@ def recur(
 
     RETURNS (tuple): h and c of every step after the zero state (2, C + 1, D, B,
         H: h, then c; step j's at j + 1), tanh(c) (C, D, B, H), the character
-        gates' activations (C, D, B, G, H: i, o, f, c̃; i, o, c̃ when the forget gate
-        is coupled), the merged cells (C, D, B, H; 0 at steps where no word ends),
+        gates' activations (C, D, B, 4, H: i, o, f, c̃), the merged cells (C, D, B, H; 0 at steps where no word ends),
         eq. 16's and 15's sums (C, D * B + 1, 2, H: the denominator, then the
         numerator; 1 at steps where no word ends; row D * B: padding words') and,
         if `keep`, each merge.
@@ -61,7 +60,6 @@ def recur(
     x = chars.reshape(-1, chars.shape[1] // dirs).index_select(0, plan.read).view(steps, dirs, batch, -1)
     words = words.reshape(-1, words.shape[1] // dirs)
     n_gates = char_hidden.shape[2] // hidden
-    coupled = n_gates == 3
     # h and c of every step in one buffer, after the zero state before the first: a word's
     # first character is read in one gather, and the backward reads each step's previous state.
     states = x.new_empty(2, steps + 1, dirs, batch, hidden)
@@ -77,7 +75,7 @@ def recur(
     gates = acts.view(steps, dirs, batch, -1).unbind(0)
     sigmoids, candidates = acts[:, :, :, :-1].unbind(0), acts[:, :, :, -1].unbind(0)
     i_s, o_s, g_s = (t.unbind(0) for t in (acts[:, :, :, 0], acts[:, :, :, 1], acts[:, :, :, -1]))
-    f_s = () if coupled else acts[:, :, :, 2].unbind(0)  # coupled: f = 1 - i, in the loop
+    f_s = acts[:, :, :, 2].unbind(0)
     c_s, h_s = cs.unbind(0), hs.unbind(0)
     tanh_s, merged_s = tanh_c.unbind(0), merged.unbind(0)
     own_s, own_weighted_s = (t.view(steps, dirs, batch, hidden).unbind(0) for t in sums[:, :-1].unbind(2))
@@ -96,10 +94,7 @@ def recur(
         torch.baddbmm(x_char[j], h, char_hidden, out=gates[j])
         sigmoids[j].sigmoid_()
         candidates[j].tanh_()
-        if coupled:  # (1 - i) ⊙ c + i ⊙ c̃
-            c = torch.addcmul(c, i_s[j], torch.sub(g_s[j], c), out=c_s[j])
-        else:
-            c = torch.mul(f_s[j], c, out=c_s[j]).addcmul_(i_s[j], g_s[j])
+        c = torch.mul(f_s[j], c, out=c_s[j]).addcmul_(i_s[j], g_s[j])
         if plan.packed[j]:
             torch.mul(torch.exp(i_s[j], out=own_s[j]), g_s[j], out=own_weighted_s[j])
             merge = _merge(

@@ -26,6 +26,8 @@ from .transfer import to_device
 Run = Tuple[int, int, int, int]
 # The query rows (position-major) sorted by span length then head, and their runs.
 QueryPlan = Tuple[torch.Tensor, List[Run]]
+# The four distances of eq. 8, in the order W_r reads them.
+KINDS = ("hh", "th", "ht", "tt")
 
 
 @dataclass
@@ -160,8 +162,6 @@ class PositionFusion(nn.Module):
     """R = ReLU(W_r (p_hh + p_th + p_ht + p_tt) + b) for each distinct triple (eq. 8).
 
     head_only (bool): FLAT_head: use p_hh alone.
-    distances (int): 4, or 2 for p_hh and p_tt alone (the released code's default fusion,
-        whose W_r reads those two: 2 x width inputs).
 
     Without autograd (prediction), the four per-distance tables W_r,k p(d) are
     kept between calls for a range of distances that grows as needed, and rebuilt
@@ -169,14 +169,12 @@ class PositionFusion(nn.Module):
     weights) or autocast is turned on or off: one doc at a time they cost 12% of `nlp.pipe` when rebuilt per call.
     """
 
-    def __init__(self, width: int, *, head_only: bool = False, distances: int = 4) -> None:
+    def __init__(self, width: int, *, head_only: bool = False) -> None:
         super().__init__()
         self.width = width
         self.head_only = head_only
-        # The distance kinds read, as indices into (hh, th, ht, tt), and W_r's slice of each.
-        self.kinds = (0, 3) if distances == 2 else (0, 1, 2, 3)
-        # One slice of W_r per distance kind: equal to W_r applied to the concatenation.
-        self.w_r = nn.Linear(len(self.kinds) * width, width)
+        # One slice of W_r per distance kind (hh, th, ht, tt): equal to W_r applied to the concatenation.
+        self.w_r = nn.Linear(len(KINDS) * width, width)
         # (the weights' identity, lowest distance, tables (kinds, distances, width)) once built.
         self._cached: Optional[Tuple[tuple, int, torch.Tensor]] = None
 
@@ -202,11 +200,11 @@ class PositionFusion(nn.Module):
             lo = int(torch.minimum(hh.min(), tt.min()).minimum(ht.min()).item())
             hi = int(torch.maximum(hh.max(), tt.max()).maximum(th.max()).item())
         kinds = (hh, th, ht, tt)
-        n_kinds = 1 if self.head_only else len(self.kinds)
+        n_kinds = 1 if self.head_only else len(KINDS)
         lo, tables = self._tables(lo, hi, n_kinds)
         fused = self.w_r.bias.expand(hh.shape[0], self.width)
         for k in range(n_kinds):
-            fused = fused + tables[k][kinds[self.kinds[k]] - lo]
+            fused = fused + tables[k][kinds[k] - lo]
         return torch.relu(fused)
 
     def _tables(self, lo: int, hi: int, n_kinds: int) -> Tuple[int, torch.Tensor]:
@@ -228,5 +226,5 @@ class PositionFusion(nn.Module):
 
     def _build(self, lo: int, hi: int, n_kinds: int) -> torch.Tensor:
         enc = sinusoid(torch.arange(lo, hi + 1, device=self.w_r.weight.device), self.width)
-        w = self.w_r.weight.view(self.width, len(self.kinds), self.width)
+        w = self.w_r.weight.view(self.width, len(KINDS), self.width)
         return torch.stack([enc @ w[:, k, :].t() for k in range(n_kinds)])  # per-distance W_r,k p(d)

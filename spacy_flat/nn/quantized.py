@@ -32,7 +32,7 @@ def int8_copy(module: nn.Module) -> nn.Module:
         name
         for name, layer in module.named_modules()
         if isinstance(layer, nn.Linear)
-        and name.split(".")[0] not in KEEP_FLOAT
+        and not set(name.split(".")) & set(KEEP_FLOAT)
         and name.split(".")[-1] not in KEEP_FLOAT_LAYERS
     }
     with warnings.catch_warnings():

@@ -14,12 +14,15 @@ data. sin(-x) = -sin(x), so R tells a left neighbour from a right one.
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
 from torch import nn
 
+from .attention_layers import ResidualLayer, padding_mask, run_layers, split_heads
 from .dropout import Dropout
-from .flat_layer import ResidualLayer, split_heads
+from .lattice import Lattice, LatticeEncoder
+from .position import RelativePositions
 
 
 def relative_sinusoids(n: int, head_width: int, device: torch.device) -> torch.Tensor:
@@ -73,3 +76,44 @@ class TenerLayer(ResidualLayer):
     """TENER's layer: its attention over characters (reads attend) in the same residual layer as FLAT's."""
 
     attention_type = TenerAttention
+
+
+class TenerEncoder(LatticeEncoder):
+    """TENER's encoder: the characters projected to d_model, then `n_layers` of TENER's
+    layers over them (no lattice words)."""
+
+    def __init__(
+        self,
+        char_input_width: int,
+        *,
+        width: int,
+        n_heads: int,
+        ffn_width: int,
+        n_layers: int,
+        dropout: float,
+        attention_dropout: float,
+        scaled: bool,
+    ) -> None:
+        super().__init__()
+        self.width = width
+        self.char_proj = nn.Linear(char_input_width, width)
+        self.layers = nn.ModuleList(
+            TenerLayer(width, n_heads, ffn_width, dropout=dropout, attention_dropout=attention_dropout, scaled=scaled)
+            for _ in range(n_layers)
+        )
+
+    def forward(
+        self,
+        chars: torch.Tensor,
+        words: torch.Tensor,
+        lattice: Lattice,
+        *,
+        positions: Optional[RelativePositions] = None,
+        recompute: bool = False,
+        word_weights: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """chars (N_c, char_input_width) embedded → (B, C, width); `words` are not read
+        (TENER's featurizer gives none)."""
+        x = lattice.laid_out(self.char_proj(chars), chars.new_zeros(0, self.width))
+        x = run_layers(self.layers, x, (padding_mask(lattice.token_mask),), recompute=recompute)
+        return x[:, : lattice.n_chars]

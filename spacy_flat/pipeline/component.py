@@ -53,6 +53,7 @@ class FlatNER(SavedWithResources, LearnsFromExamples, TrainablePipe):
         scores_key: Optional[str] = "flat_ner",
         threshold: float = 0.0,
         decoding: str = "auto",
+        int8_inference: bool = False,
         scorer: Optional[Callable] = None,
     ) -> None:
         if alignment_mode not in ALIGNMENT_MODES:
@@ -77,6 +78,8 @@ class FlatNER(SavedWithResources, LearnsFromExamples, TrainablePipe):
             "threshold": threshold,
             # Where Viterbi and the probabilities run: "auto" (the model's device if not a CPU), "numpy", "torch".
             "decoding": decoding,
+            # Predict on a CPU through an int8 copy of the tagger's linear layers (`nn/quantized.py`).
+            "int8_inference": int8_inference,
             # Divides the CRF's potentials for the probabilities; fitted on dev by `calibrate`.
             "temperature": 1.0,
             # What the training entities allow (BoundaryRules), set at initialization.
@@ -84,6 +87,8 @@ class FlatNER(SavedWithResources, LearnsFromExamples, TrainablePipe):
             # The lexicon's word types the model has embeddings for, set at initialization.
             "word_types": [],
         }
+        if int8_inference:
+            self.tagger.int8_inference = True
         self.resources: Optional[FlatResources] = None
         self._tag_set = TagSet([])
         # Spans that could not be placed on token boundaries, since creation.
@@ -198,12 +203,12 @@ class FlatNER(SavedWithResources, LearnsFromExamples, TrainablePipe):
         char_vocab, table = (char_vectors or create_lac_char_vectors())()
         self.tagger.check_char_width(table, self.name)
         bigrams = bigram_vectors() if bigram_vectors is not None else None
-        if bigrams is not None and not self.tagger.module.use_bigram_vectors:
+        if bigrams is not None and not self.tagger.module.embeddings.use_bigram_vectors:
             raise ValueError(
                 f"A bigram table was given but the model does not read it: set "
                 f"[components.{self.name}.model] bigram_vectors = true"
             )
-        if self.tagger.module.dcsan is not None:
+        if self.tagger.module.encoder.weighs_words:
             texts = (eg.reference.text for eg in get_examples())
             logger.info("%s: %s", self.name, store_word_counts(lexicon_, texts, word_counts))
         self.resources = FlatResources(lexicon_, char_vocab, bigrams)

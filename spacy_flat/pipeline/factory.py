@@ -7,7 +7,6 @@ from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..lattice.windows import Segment
-from ..settings import default_config
 from .component import FlatNER
 
 
@@ -15,7 +14,7 @@ from .component import FlatNER
     "flat_ner",
     assigns=["doc.ents", "token.ent_iob", "token.ent_type", "doc.spans"],
     default_config={
-        "model": default_config("spacy-flat.FlatTagger.v1"),
+        "model": {"@architectures": "spacy-flat.FlatTagger.v2"},
         "alignment_mode": "expand",
         "window_size": 512,
         "window_overlap": 32,
@@ -23,6 +22,7 @@ from .component import FlatNER
         "scores_key": "flat_ner",
         "threshold": 0.0,
         "decoding": "auto",
+        "int8_inference": False,
         "scorer": {"@scorers": "spacy-flat.char_ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -38,11 +38,13 @@ def make_flat_ner(
     scores_key: Optional[str],
     threshold: float,
     decoding: str,
+    int8_inference: bool,
     scorer: Optional[Callable],
 ) -> FlatNER:
     """Create a FLAT named-entity recognizer.
 
-    model (Model[List[Segment], Floats3d]): The FLAT model (either architecture).
+    model (Model[List[Segment], Floats3d]): A registered architecture's model (FLAT, TENER,
+        DC-SAN, the Lattice LSTM, with or without a transformer).
     alignment_mode (str): How predicted character spans snap to tokens when the
         tokenizer's tokens are longer than characters: "strict", "contract" or "expand".
     window_size (int): Longest text encoded at once; longer docs are cut into
@@ -59,6 +61,9 @@ def make_flat_ner(
     decoding (str): Where Viterbi, the entity runs and their probabilities are computed:
         "torch" on the model's device (batched, one copy of the entities per batch), "numpy"
         on the host, "auto" torch on a GPU and NumPy on a CPU, where it is faster.
+    int8_inference (bool): Predict on a CPU with the tagger's linear layers dynamically
+        quantized to int8 (`nn/quantized.py`): faster, at a small cost in F1; training, and
+        prediction on a GPU, stay float32.
     scorer (Optional[Callable]): The scoring method.
     """
     return FlatNER(
@@ -72,5 +77,6 @@ def make_flat_ner(
         scores_key=scores_key,
         threshold=threshold,
         decoding=decoding,
+        int8_inference=int8_inference,
         scorer=scorer,
     )

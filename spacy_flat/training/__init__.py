@@ -5,8 +5,7 @@ averages, the step, the position in the batch stream, the scores so far with `mo
 random state. `checkpoints.py` writes them atomically and loads only complete, verified ones;
 `fingerprint.py` refuses to resume a run whose config, data or library versions changed; `randomness.py`,
 `optimizer_state.py` and `batches.py` capture and restore the parts spaCy keeps no handle on; `loop.py`
-drives the run; `schedules.py` holds the learning-rate schedules (the configs' and the Lattice LSTM paper's);
-`batchers.py` a batcher of like-length sequences cut by count, for the recurrent architecture.
+drives the run; `schedules.py` holds the configs' learning-rate schedule.
 
 Modules here may import anything in the package except `cli/`.
 """
