@@ -37,7 +37,7 @@ MAY_IMPORT: Dict[str, Set[str]] = {
 }
 # Part -> libraries its modules never import.
 NEVER_IMPORTS: Dict[str, Set[str]] = {
-    "nn": {"spacy", "thinc", "spacy_transformers"},
+    "nn": {"spacy", "thinc", "spacy_transformers", "torchcrf"},
     "lattice": {"torch", "thinc", "torchcrf"},
     "decoding": {"torch", "thinc", "torchcrf"},
     "pipeline": {"torch", "torchcrf"},

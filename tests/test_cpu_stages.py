@@ -12,7 +12,6 @@ from typing import List
 import numpy
 import pytest
 import torch
-import torchcrf
 
 from spacy_flat.cli.convert import ConversionReport, read_conll
 from spacy_flat.decoding.boundaries import BoundaryRules, _Masks
@@ -25,6 +24,7 @@ from spacy_flat.lattice.lexicon import Lexicon
 from spacy_flat.nn.crf import FORBIDDEN, ConstrainedCRF
 
 from .conftest import SHARED, needs_shared
+from .crf_reference import ReferenceCRF
 
 HOSTILE = ["", "a", "😀张三在Ａ公司\u3000工作 \t１２３！", "\n\n", "Ｉｎｔｅｌ公司。\r\n", "x\ud800y"]
 SEPARATORS = ["\n", " ", "\r\n", "\u3000", "", "  "]
@@ -141,7 +141,7 @@ def test_viterbi_over_the_batch_equals_pytorch_crf_row_by_row(seed):
     for b, n in enumerate(lengths):
         if n:
             mask = torch.ones(1, n, dtype=torch.bool)
-            (expected,) = torchcrf.CRF.decode(crf, torch.from_numpy(masked[b : b + 1, :n]), mask=mask)
+            (expected,) = ReferenceCRF(crf).decode(torch.from_numpy(masked[b : b + 1, :n]), mask=mask)
             assert paths[b, :n].tolist() == expected, (seed, b)
 
 
@@ -195,7 +195,7 @@ def reference_predictions(ner, docs):
         forbid = torch.from_numpy(numpy.stack([masks._forbid(c) for c in segment.text]))[None]
         emissions = torch.from_numpy(numpy.ascontiguousarray(scores[b : b + 1, :n])).masked_fill(forbid, FORBIDDEN)
         mask = torch.ones(1, n, dtype=torch.bool)
-        (ids,) = torchcrf.CRF.decode(crf, emissions, mask=mask)
+        (ids,) = ReferenceCRF(crf).decode(emissions, mask=mask)
         spans = ner.tag_set.decode(ids)
         probs = crf.run_probabilities(emissions, mask, [[(s, ids[s:e]) for s, e, _ in spans]])[0] if spans else []
         found.append([(s, e, label, p) for (s, e, label), p in zip(spans, probs)])

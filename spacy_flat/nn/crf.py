@@ -1,11 +1,10 @@
-"""A linear-chain CRF (pytorch-crf's parameters) whose decoded tag sequences are always valid."""
+"""A linear-chain CRF whose decoded tag sequences are always valid."""
 
 from typing import List, Sequence, Tuple
 
 import numpy
 import torch
 from torch import nn
-from torchcrf import CRF
 
 from .crf_likelihood import NegLogLikelihood, gold_score
 from .marginals import forward_backward
@@ -22,16 +21,17 @@ def recursion_dtype(device: torch.device) -> torch.dtype:
     return torch.float32 if device.type == "mps" else torch.float64
 
 
-class ConstrainedCRF(CRF):
-    """pytorch-crf's CRF restricted to allowed transitions, starts and ends.
+class ConstrainedCRF(nn.Module):
+    """A linear-chain CRF (pytorch-crf's parameters and their names) restricted to
+    allowed transitions, starts and ends.
 
     `transitions`, `start_transitions` and `end_transitions` are properties that
     pin forbidden entries to FORBIDDEN, so invalid moves can neither be learned
     nor decoded. (A torch parametrization would do the same but makes the
     module unpicklable, and spaCy pipelines must pickle.) Training and decoding
     go through `nll` and `viterbi`, faster versions of pytorch-crf's `forward`
-    and `decode`; those still work on this module and are the reference the
-    tests hold `nll` and `viterbi` to.
+    and `decode` (measured below); pytorch-crf itself is the tests' reference
+    (`tests/crf_reference.py`), a test dependency.
     """
 
     def __init__(
@@ -41,9 +41,7 @@ class ConstrainedCRF(CRF):
         starts: Sequence[int],
         ends: Sequence[int],
     ) -> None:
-        # CRF.__init__ would register `transitions` as a parameter; here it is a
-        # masked view of `raw_transitions`, so the module is set up directly.
-        nn.Module.__init__(self)
+        super().__init__()
         if n_tags <= 0:
             raise ValueError(f"invalid number of tags: {n_tags}")
         self.num_tags = n_tags
