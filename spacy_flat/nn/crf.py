@@ -56,6 +56,10 @@ class ConstrainedCRF(nn.Module):
         no_start[list(starts)] = False
         no_end = torch.ones(n_tags, dtype=torch.bool)
         no_end[list(ends)] = False
+        # Masks, not weights: never saved.
+        self.forbidden: torch.Tensor
+        self.no_start: torch.Tensor
+        self.no_end: torch.Tensor
         self.register_buffer("forbidden", forbidden, persistent=False)
         self.register_buffer("no_start", no_start, persistent=False)
         self.register_buffer("no_end", no_end, persistent=False)
