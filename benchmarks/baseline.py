@@ -66,17 +66,18 @@ def use_baseline(nlp: Language, package: types.ModuleType, component: str = "fla
             "decoding.boundaries",
             "decoding.tags",
             "layers.featurizer",
-            "layers.groups",
+            "layers.flat_model",
+            "layers.tagger_handle",
             "layers.torch_tagger",
             "lattice.windows",
-            "nn.crf",
+            "crf.model",
             "nn.tagger",
             "pipeline.confidence",
         )
     }
     ner = nlp.get_pipe(component)
     model = ner.model
-    model._func = modules["layers.groups"]._forward
+    model._func = modules["layers.flat_model"]._forward
     model.get_ref("features")._func = modules["layers.featurizer"]._forward
     # Training segments come from today's component: the old featurizer's type check takes both.
     featurizer_globals = modules["layers.featurizer"].__dict__
@@ -86,7 +87,7 @@ def use_baseline(nlp: Language, package: types.ModuleType, component: str = "fla
     tagger.attrs["convert_outputs"] = modules["layers.torch_tagger"]._convert_outputs
     module = tagger.shims[0]._model
     module.__class__ = modules["nn.tagger"].LatticeTagger
-    module.crf.__class__ = modules["nn.crf"].ConstrainedCRF
+    module.crf.__class__ = modules["crf.model"].ConstrainedCRF
     confidence = modules["pipeline.confidence"]
     tag_set = modules["decoding.tags"].TagSet(ner.labels)
 
@@ -96,7 +97,7 @@ def use_baseline(nlp: Language, package: types.ModuleType, component: str = "fla
         if cfg.get("constrain_boundaries"):
             rules = modules["decoding.boundaries"].BoundaryRules.from_dict(cfg.get("boundaries"))
         segmenter = modules["lattice.windows"].Segmenter(cfg["window_size"], cfg["window_overlap"])
-        tagger_handle = modules["layers.torch_tagger"].TorchTagger(model)
+        tagger_handle = modules["layers.tagger_handle"].TorchTagger(model)
         decoded = confidence.decode_docs(list(docs), segmenter, model, rules, tagger_handle, tag_set)
         if cfg.get("scores_key") is None:
             return decoded.spans()

@@ -33,8 +33,8 @@ from spacy.training.batchers import minibatch_by_padded_size
 sys.path.insert(0, str(Path(__file__).parent))
 from common import examples, machine, train_split
 
+from spacy_flat.crf.model import ConstrainedCRF
 from spacy_flat.decoding.tags import TagSet
-from spacy_flat.nn.crf import ConstrainedCRF
 
 
 def timed(loss: Callable[..., torch.Tensor], inputs: Tuple[torch.Tensor, ...], device: str) -> float:

@@ -1,6 +1,6 @@
 """Grouping for the device against grouping for the CPU, on a GPU: nlp.pipe
 characters per second with prediction groups as large as the device budget allows
-(`layers.groups.group_lengths`, what a GPU gets) and with the CPU's padding-capped
+(`layers.flat_model.group_lengths`, what a GPU gets) and with the CPU's padding-capped
 groups, interleaved in rounds, the same model and docs; and whether both write the
 same entities.
 
@@ -22,7 +22,7 @@ from common import load_average, machine, texts
 from family import ARCHITECTURES, from_config, use_gpu
 from speed import entities
 
-import spacy_flat.layers.groups as groups_module
+import spacy_flat.layers.flat_model as groups_module
 
 GROUPINGS = {"device": groups_module.groups_for_device, "CPU": lambda ops: False}
 

@@ -25,7 +25,7 @@ def measure(arch: str, grouping: str, gpu_id: int) -> float:
     """Peak MB of one nlp.pipe call over the texts, in a fresh process."""
     code = f"""
 import sys; sys.path.insert(0, 'benchmarks')
-import spacy_flat.layers.groups as groups
+import spacy_flat.layers.flat_model as groups
 from common import texts, reset_peak_rss, peak_rss_mb
 from family import ARCHITECTURES, from_config, use_gpu
 gpu = {gpu_id} >= 0

@@ -61,7 +61,7 @@ def measure(length: int, mode: str, impl: str) -> Dict[str, float]:
     import spacy
     from common import peak_rss_mb, reset_peak_rss, texts
 
-    from spacy_flat.nn.flat_layer import FlatAttention
+    from spacy_flat.nn.flat.encoder import FlatAttention
 
     torch.manual_seed(0)
     if impl == "literal":

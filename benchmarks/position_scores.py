@@ -24,7 +24,7 @@ LENGTHS = [30, 50, 100, 300]
 
 def plain_position_scores(qv, rk, pos):  # type: ignore[no-untyped-def]
     """The first version: the same chunks, with gather and index_copy_ under autograd."""
-    from spacy_flat.nn.position_scores import _block_index, _plan_chunks
+    from spacy_flat.nn.flat.position_scores import _block_index, _plan_chunks
 
     batch, heads, n, hw = qv.shape
     flat_q = qv.permute(2, 0, 1, 3).reshape(n * batch, heads, hw)
@@ -45,7 +45,7 @@ def lattice_inputs(length: int):  # type: ignore[no-untyped-def]
     from common import texts
 
     from spacy_flat.lattice.loaders import create_jieba_lexicon
-    from spacy_flat.nn.position import relative_positions
+    from spacy_flat.nn.flat.positions import relative_positions
 
     source = "".join(texts("msra", "test"))
     batch = [source[i * length : (i + 1) * length] for i in range(10)]
@@ -69,7 +69,7 @@ def lattice_inputs(length: int):  # type: ignore[no-untyped-def]
 
 def step(impl: str, qv, rk, pos, weights) -> float:  # type: ignore[no-untyped-def]
     """One forward and backward; RETURNS its seconds."""
-    from spacy_flat.nn.position_scores import position_scores
+    from spacy_flat.nn.flat.position_scores import position_scores
 
     fn = position_scores if impl == "fused" else plain_position_scores
     start = time.perf_counter()

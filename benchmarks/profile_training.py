@@ -25,7 +25,7 @@ from common import examples, machine, train_split
 
 from spacy_flat.layers import TorchTagger
 from spacy_flat.layers.shim import InPlacePyTorchShim
-from spacy_flat.nn.position_scores import _PositionScores
+from spacy_flat.nn.flat.position_scores import _PositionScores
 from spacy_flat.nn.tagger import LatticeTagger
 
 

@@ -19,7 +19,7 @@ from spacy.util import registry
 from thinc.api import Model, PyTorchGradScaler
 
 from .errors import FlatError
-from .layers.torch_tagger import TorchTagger
+from .layers.tagger_handle import TorchTagger
 from .pipeline.architectures import (
     build_dcsan_tagger_v2,
     build_dcsan_transformer_tagger_v2,

@@ -139,7 +139,7 @@ def scores_of(nlp: Language, text: str) -> numpy.ndarray:
 def one_segment_per_group(monkeypatch: pytest.MonkeyPatch) -> List[int]:
     """Make the group loop encode each segment on its own, as the attention
     budget does for long documents. RETURNS: the group count of each call."""
-    import spacy_flat.layers.groups as groups_module
+    import spacy_flat.layers.flat_model as groups_module
     from spacy_flat.lattice.batching import budget_batches
 
     counts: List[int] = []

@@ -4,7 +4,7 @@ import torch
 import torchcrf
 from torch import nn
 
-from spacy_flat.nn.crf import ConstrainedCRF
+from spacy_flat.crf.model import ConstrainedCRF
 
 
 class ReferenceCRF(torchcrf.CRF):

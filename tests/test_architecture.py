@@ -21,23 +21,25 @@ ROOT = {"", "__main__", "legacy"}
 # Part -> the parts its modules may import. Listed from the bottom up.
 MAY_IMPORT: Dict[str, Set[str]] = {
     "base": {"base"},
-    "nn": {"base", "nn"},
+    "crf": {"base", "decoding", "crf"},
+    "nn": {"base", "crf", "nn"},
     "lattice": {"base", "lattice"},
     "decoding": {"base", "decoding"},
-    "layers": {"base", "nn", "lattice", "decoding", "layers"},
-    "pipeline": {"base", "lattice", "decoding", "layers", "pipeline"},
-    "training": {"base", "lattice", "decoding", "layers", "pipeline", "training"},
-    "distillation": {"base", "lattice", "decoding", "layers", "pipeline", "training", "annotation", "pretraining"}
-    | {"distillation"},
+    "layers": {"base", "crf", "nn", "lattice", "decoding", "layers"},
+    "pipeline": {"base", "crf", "lattice", "decoding", "layers", "pipeline"},
+    "training": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training"},
+    "distillation": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training", "annotation"}
+    | {"pretraining", "distillation"},
     "annotation": {"base", "annotation"},
     "pretraining": {"base", "pretraining"},
-    "cli": {"base", "lattice", "decoding", "layers", "pipeline", "training", "annotation", "pretraining", "cli"}
-    | {"distillation"},
+    "cli": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training", "annotation", "pretraining"}
+    | {"distillation", "cli"},
     "root": {"base", "lattice", "decoding", "layers", "pipeline", "training", "cli", "root"},
 }
 # Part -> libraries its modules never import.
 NEVER_IMPORTS: Dict[str, Set[str]] = {
     "nn": {"spacy", "thinc", "spacy_transformers", "torchcrf"},
+    "crf": {"spacy", "thinc", "spacy_transformers", "torchcrf"},
     "lattice": {"torch", "thinc", "torchcrf"},
     "decoding": {"torch", "thinc", "torchcrf"},
     "pipeline": {"torch", "torchcrf"},
@@ -47,10 +49,12 @@ NEVER_IMPORTS: Dict[str, Set[str]] = {
 # their folder's parts they may import these parts and libraries.
 BUILDERS: Dict[str, Set[str]] = {"pipeline.architectures": {"nn", "torch"}}
 MAX_TOP_LEVEL_MODULES = 10
+# Module name patterns (within a part that mixes both) that run on the host: NumPy, never torch.
+HOST_ONLY = ("crf.host_",)
 
 
 def module_name(path: Path) -> str:
-    """`layers/groups.py` -> "layers.groups"; `layers/__init__.py` -> "layers"; the package's own -> ""."""
+    """`layers/flat_model.py` -> "layers.flat_model"; `layers/__init__.py` -> "layers"; the package's own -> ""."""
     parts = path.relative_to(PACKAGE).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -113,6 +117,12 @@ def test_module_imports_only_what_its_folder_may(module):
         assert part_of(target) in MAY_IMPORT[part] | allowed, f"{module} ({part}) imports {target} ({part_of(target)})"
     never = NEVER_IMPORTS.get(part, set()) - allowed
     assert not IMPORTS[module] & never, f"{module} ({part}) imports a library it must not"
+    if module.startswith(HOST_ONLY):
+        assert "torch" not in IMPORTS[module], f"{module} decodes on the host: NumPy, not torch"
+
+
+def test_the_host_decoding_modules_are_checked():
+    assert [m for m in IMPORTS if m.startswith(HOST_ONLY)], HOST_ONLY
 
 
 def test_the_package_keeps_few_top_level_modules():

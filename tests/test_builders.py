@@ -15,7 +15,7 @@ import torch
 from spacy.util import fix_random_seed
 
 from spacy_flat.errors import FlatError
-from spacy_flat.layers.torch_wrapper import _deserialize
+from spacy_flat.layers.torch_tagger import _deserialize
 from spacy_flat.nn.legacy_weights import upgrade_state_dict
 from spacy_flat.pipeline.architectures import (
     build_dcsan_tagger_v2,

@@ -9,8 +9,8 @@ import pytest
 import spacy
 import torch
 
+from spacy_flat.crf.model import ConstrainedCRF
 from spacy_flat.decoding.tags import TagSet
-from spacy_flat.nn.crf import ConstrainedCRF
 
 from .conftest import build_small
 

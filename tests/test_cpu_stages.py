@@ -14,14 +14,14 @@ import pytest
 import torch
 
 from spacy_flat.cli.convert import ConversionReport, read_conll
+from spacy_flat.crf.host_runs import tag_runs
+from spacy_flat.crf.model import FORBIDDEN, ConstrainedCRF
 from spacy_flat.decoding.boundaries import BoundaryRules, _Masks
-from spacy_flat.decoding.tag_runs import tag_runs
 from spacy_flat.decoding.tags import TagSet
 from spacy_flat.lattice.char_vocab import CharVocab
 from spacy_flat.lattice.features import featurize, hash_rows
 from spacy_flat.lattice.flat_lattice import build_lattice
 from spacy_flat.lattice.lexicon import Lexicon
-from spacy_flat.nn.crf import FORBIDDEN, ConstrainedCRF
 
 from .conftest import SHARED, needs_shared
 from .crf_reference import ReferenceCRF

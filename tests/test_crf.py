@@ -3,9 +3,9 @@ loss and Viterbi equal pytorch-crf's."""
 
 import torch
 
+from spacy_flat.crf.likelihood import NegLogLikelihood
+from spacy_flat.crf.model import FORBIDDEN, ConstrainedCRF
 from spacy_flat.decoding.tags import TagSet
-from spacy_flat.nn.crf import FORBIDDEN, ConstrainedCRF
-from spacy_flat.nn.crf_likelihood import NegLogLikelihood
 
 from .crf_reference import ReferenceCRF
 
@@ -106,7 +106,7 @@ def test_nll_ignores_padding_emissions_and_tags():
 
 
 def test_nll_in_float32_as_on_mps_keeps_gradients_finite(monkeypatch):
-    from spacy_flat.nn import crf as crf_module
+    from spacy_flat.crf import model as crf_module
 
     monkeypatch.setattr(crf_module, "recursion_dtype", lambda device: torch.float32)
     tags = TagSet(["A", "B"])

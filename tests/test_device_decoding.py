@@ -1,4 +1,4 @@
-"""Decoding in torch on the model's device (nn/device_decoding.py, layers/device_decoder.py) against
+"""Decoding in torch on the model's device (crf/device_decoding.py, layers/device_decoder.py) against
 the NumPy path on the host: the same entities, probabilities within 1e-5, on CPU tensors, for every
 architecture and the settings that change what is decoded; and at most two host synchronisations a
 batch, whatever its size."""
@@ -10,8 +10,8 @@ import spacy
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import spacy_flat.crf.device_decoding as device_decoding
 import spacy_flat.layers.device_decoder as device_decoder
-import spacy_flat.nn.device_decoding as device_decoding
 from spacy_flat.pipeline.confidence import decode_docs
 
 from .conftest import build_family, tiny_records

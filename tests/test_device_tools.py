@@ -219,9 +219,9 @@ def test_every_profiled_stage_names_a_function_of_the_package():
     assert len(set(keys.values())) == len(keys)
     for stage, (path, _, name) in keys.items():
         assert stage.endswith(name) and "spacy_flat" in Path(path).parts, stage
-    assert "layers.device_decoder.decode_on_device" in keys and "layers.torch_tagger.TorchTagger.best_paths" in keys
+    assert "layers.device_decoder.decode_on_device" in keys and "layers.tagger_handle.TorchTagger.best_paths" in keys
     # A decorated function is profiled as itself, not as its decorator's wrapper.
-    assert keys["nn.position_scores._PositionScores.forward"][0].endswith("position_scores.py")
+    assert keys["nn.flat.position_scores._PositionScores.forward"][0].endswith("position_scores.py")
     with pytest.raises(AttributeError):
         profile_inference.profile_key("layers.device_decoder.no_such_function")
 
@@ -241,7 +241,7 @@ def test_the_gpu_profile_record_renders_beside_the_family():
     lines = text.splitlines()
     assert "device decoding, batch 256" in lines[0] and "NumPy decoding, batch 1" in lines[0]
     assert lines[2].startswith("| chars/s under the profiler |   | 1,000 | 256,000 |")
-    assert "| · Viterbi | `nn.device_decoding.viterbi` |" in text
+    assert "| · Viterbi | `crf.device_decoding.viterbi` |" in text
     assert len(lines) == 3 + len(profile_inference.STAGES)
     assert results.validate(record) == []
     assert "No GPU profile is recorded yet" in render.gpu_profile(render.Tables({}))

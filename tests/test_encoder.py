@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from spacy_flat.nn import position_scores as position_scores_module
 from spacy_flat.nn.embeddings import LatticeEmbeddings
-from spacy_flat.nn.flat_layer import FlatAttention, FlatEncoder
-from spacy_flat.nn.position import PositionFusion, relative_positions, sinusoid
-from spacy_flat.nn.position_scores import position_scores
+from spacy_flat.nn.flat import position_scores as position_scores_module
+from spacy_flat.nn.flat.encoder import FlatAttention, FlatEncoder
+from spacy_flat.nn.flat.position_scores import position_scores
+from spacy_flat.nn.flat.positions import PositionFusion, relative_positions, sinusoid
 from spacy_flat.nn.tagger import LatticeTagger
 
 

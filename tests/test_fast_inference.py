@@ -11,14 +11,14 @@ import pickle
 import numpy
 from thinc.api import PyTorchShim
 
-import spacy_flat.layers.groups as groups_module
+import spacy_flat.layers.flat_model as groups_module
 from spacy_flat.layers.shim import InPlacePyTorchShim
-from spacy_flat.nn.flat_layer import ResidualLayer
-from spacy_flat.nn.position import PositionFusion
-from spacy_flat.nn.position_keys import PositionKeyCache
+from spacy_flat.nn.flat.encoder import ResidualLayer
+from spacy_flat.nn.flat.position_keys import PositionKeyCache
+from spacy_flat.nn.flat.positions import PositionFusion
 
 # The module, not the `torch_tagger` function that `spacy_flat.layers` exports under its name.
-torch_tagger_module = importlib.import_module("spacy_flat.layers.torch_tagger")
+torch_tagger_module = importlib.import_module("spacy_flat.layers.tagger_handle")
 
 TEXTS = [
     "张三在北京大学工作。",

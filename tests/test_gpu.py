@@ -158,8 +158,8 @@ def test_cupy_arrays_reach_torch_without_deprecated_calls():
 def test_crf_nll_on_gpu_equals_pytorch_crf():
     import torch
 
+    from spacy_flat.crf.model import ConstrainedCRF
     from spacy_flat.decoding.tags import TagSet
-    from spacy_flat.nn.crf import ConstrainedCRF
 
     from .crf_reference import ReferenceCRF
 
@@ -402,7 +402,7 @@ def test_a_training_step_on_the_gpu_never_waits_for_it(
     """`nlp.update` as the training loop calls it (the loss left on the device in `DeviceLosses`) under
     sync debug mode "error": FLAT's positions planned on the host, the inputs and gold tags copied from
     pinned memory, the loss, backward and the optimizer's step queued, nothing read back."""
-    import spacy_flat.layers.torch_wrapper as torch_wrapper
+    import spacy_flat.layers.torch_tagger as torch_wrapper
     from spacy_flat.layers.losses import DeviceLosses
 
     from .conftest import tiny_examples

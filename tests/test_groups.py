@@ -1,4 +1,4 @@
-"""The group loop (layers/groups.py): a batch split under the attention budget
+"""The group loop (layers/flat_model.py): a batch split under the attention budget
 scores and trains as one batch would."""
 
 import pickle
@@ -7,9 +7,9 @@ import numpy
 import pytest
 from spacy.training import Example
 
-import spacy_flat.layers.groups as groups_module
+import spacy_flat.layers.flat_model as groups_module
 from spacy_flat.lattice.batching import PADDING_SLACK, budget_batches, length_buckets
-from spacy_flat.layers.groups import group_lengths
+from spacy_flat.layers.flat_model import group_lengths
 
 from .conftest import FAMILY, build_family, one_segment_per_group, tiny_examples
 

@@ -14,9 +14,9 @@ from spacy_flat.lattice.char_vocab import CharVocab
 from spacy_flat.lattice.features import featurize
 from spacy_flat.lattice.lexicon import Lexicon
 from spacy_flat.nn.embeddings import LatticeEmbeddings
-from spacy_flat.nn.lattice_lstm import CHAR_GATES, LatticeLstm, LatticeLstmEncoder
-from spacy_flat.nn.lattice_lstm_recurrence import LatticeRecurrence
-from spacy_flat.nn.lattice_lstm_schedule import word_slots
+from spacy_flat.nn.lattice_lstm.encoder import CHAR_GATES, LatticeLstm, LatticeLstmEncoder
+from spacy_flat.nn.lattice_lstm.recurrence import LatticeRecurrence
+from spacy_flat.nn.lattice_lstm.schedule import word_slots
 from spacy_flat.nn.tagger import LatticeTagger
 from spacy_flat.pipeline.architectures import build_lattice_lstm_tagger_v2
 

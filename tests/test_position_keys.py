@@ -10,10 +10,10 @@ import torch
 from thinc.api import SGD, Adam
 
 from spacy_flat.layers.torch_steps import torch_step
-from spacy_flat.nn import position_keys
-from spacy_flat.nn.flat_layer import FlatAttention
-from spacy_flat.nn.position import PositionFusion, relative_positions
-from spacy_flat.nn.position_keys import PositionKeyCache
+from spacy_flat.nn.flat import position_keys
+from spacy_flat.nn.flat.encoder import FlatAttention
+from spacy_flat.nn.flat.position_keys import PositionKeyCache
+from spacy_flat.nn.flat.positions import PositionFusion, relative_positions
 
 from .test_encoder import _tagger_and_inputs, random_lattice
 

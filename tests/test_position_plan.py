@@ -1,4 +1,4 @@
-"""FLAT's relative positions planned on the host for training (nn/position_plan.py): the same index,
+"""FLAT's relative positions planned on the host for training (nn/flat/position_plan.py): the same index,
 triples and runs as the tensor path, the same loss and gradients, prediction left on the tensor path,
 and a training step of FLAT, DC-SAN and TENER that reads nothing back from the model's device."""
 
@@ -10,11 +10,11 @@ import torch
 from spacy.util import fix_random_seed
 from torch.overrides import TorchFunctionMode
 
-import spacy_flat.layers.torch_wrapper as torch_wrapper
+import spacy_flat.layers.torch_tagger as torch_wrapper
 from spacy_flat.layers.losses import DeviceLosses
-from spacy_flat.nn import position_scores as position_scores_module
-from spacy_flat.nn.position import relative_positions
-from spacy_flat.nn.position_plan import plan_positions
+from spacy_flat.nn.flat import position_scores as position_scores_module
+from spacy_flat.nn.flat.position_plan import plan_positions
+from spacy_flat.nn.flat.positions import relative_positions
 
 from .conftest import build_family, scores_of, tiny_examples
 from .test_device_decoding import SyncCounter

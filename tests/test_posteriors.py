@@ -5,8 +5,8 @@ import itertools
 import pytest
 import torch
 
-from spacy_flat.nn.crf import ConstrainedCRF
-from spacy_flat.nn.posteriors import log_marginals, soft_target_loss
+from spacy_flat.crf.model import ConstrainedCRF
+from spacy_flat.crf.posteriors import log_marginals, soft_target_loss
 
 N_TAGS = 4
 ALLOWED = [(i, j) for i in range(N_TAGS) for j in range(N_TAGS) if (i, j) not in {(0, 3), (2, 1), (3, 3)}]

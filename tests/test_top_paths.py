@@ -1,4 +1,4 @@
-"""The K-best Viterbi and the top-K path loss (nn/top_paths.py), against a literal
+"""The K-best Viterbi and the top-K path loss (crf/kbest.py), against a literal
 enumeration of every tag path of a tiny CRF."""
 
 import itertools
@@ -7,7 +7,7 @@ import numpy
 import pytest
 import torch
 
-from spacy_flat.nn.top_paths import crf_k_best, top_paths_loss
+from spacy_flat.crf.kbest import crf_k_best, top_paths_loss
 
 from .test_posteriors import ALLOWED, ENDS, N_TAGS, STARTS, tiny_crf
 

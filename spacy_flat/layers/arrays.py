@@ -6,7 +6,7 @@ import numpy
 import torch
 from thinc.types import ArrayXd, Floats3d
 
-from ..nn.crf import FORBIDDEN
+from ..crf.model import FORBIDDEN
 from ..nn.transfer import to_device
 
 

@@ -1,4 +1,4 @@
-"""Entities decoded where the scores are: the torch recursions of `nn/device_decoding.py` run
+"""Entities decoded where the scores are: the torch recursions of `crf/device_decoding.py` run
 on the model's device, and the entity runs (row, first, end, label, probability) come back to
 the host in one copy per batch.
 
@@ -16,9 +16,9 @@ import numpy
 import torch
 from thinc.types import Floats3d
 
-from ..decoding.tag_runs import Runs, tag_runs
-from ..nn.crf import FORBIDDEN, ConstrainedCRF
-from ..nn.device_decoding import entity_runs, expected_sync, masked, run_probabilities, viterbi
+from ..crf.device_decoding import entity_runs, expected_sync, masked, run_probabilities, viterbi
+from ..crf.host_runs import Runs, tag_runs
+from ..crf.model import FORBIDDEN, ConstrainedCRF
 from .arrays import xp_to_torch
 
 # The runs of a batch on the host, and their probabilities (None when not asked for).

@@ -9,7 +9,7 @@ from thinc.api import Model
 from thinc.types import Floats2d, Floats3d, Ints1d
 
 from ..lattice.windows import Segment
-from .groups import encode_in_groups
+from .flat_model import encode_in_groups
 
 
 def flat_transformer_model(

@@ -1,8 +1,8 @@
-"""The torch side: the taggers as plain PyTorch modules.
+"""The torch side: the tagger as plain PyTorch modules.
 
-Embeddings, relative span positions, FLAT's, TENER's and DC-SAN's layers, the
-encoder that stacks them into emission scores, and the constrained CRF with its
-marginals, its K best paths and the distillation losses built on them. Modules
-here import torch, NumPy, pytorch-crf and `spacy_flat.settings` only, never
-spaCy or thinc, so the encoder can be used, exported or tested as plain PyTorch.
+The tagger (`tagger.py`) composes the lattice's embeddings (`embeddings.py`), one encoder
+(`lattice.py`'s `LatticeEncoder`: FLAT in `flat/`, TENER in `tener.py`, DC-SAN in `dcsan.py`,
+the Lattice LSTM in `lattice_lstm/`) and the CRF head (`spacy_flat.crf`). Modules here import
+torch, NumPy, the CRF and the package's base only, never spaCy or thinc, so the tagger can be
+used, exported or tested as plain PyTorch.
 """

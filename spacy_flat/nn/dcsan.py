@@ -15,8 +15,8 @@ from torch import nn
 
 from .attention_layers import padding_mask, run_layers
 from .dropout import Dropout
+from .flat.positions import RelativePositions
 from .lattice import Lattice, LatticeEncoder
-from .position import RelativePositions
 from .tener import TenerLayer
 
 # The four word sets of a character: the words it Begins, is in the Middle of, Ends, or is (Single).

@@ -7,7 +7,7 @@ from typing import NamedTuple, Optional
 import torch
 from torch import nn
 
-from .position import RelativePositions
+from .flat.positions import RelativePositions
 
 
 class Lattice(NamedTuple):

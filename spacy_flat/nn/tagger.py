@@ -9,11 +9,11 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 from torch import nn
 
-from .crf import ConstrainedCRF
+from ..crf.model import ConstrainedCRF
 from .dropout import Dropout
 from .embeddings import LatticeEmbeddings
+from .flat.positions import RelativePositions
 from .lattice import Lattice, LatticeEncoder
-from .position import RelativePositions
 
 
 class LatticeTagger(nn.Module):

@@ -21,8 +21,8 @@ from torch import nn
 
 from .attention_layers import ResidualLayer, padding_mask, run_layers, split_heads
 from .dropout import Dropout
+from .flat.positions import RelativePositions
 from .lattice import Lattice, LatticeEncoder
-from .position import RelativePositions
 
 
 def relative_sinusoids(n: int, head_width: int, device: torch.device) -> torch.Tensor:

@@ -13,14 +13,14 @@ from thinc.types import Floats2d, Floats3d
 
 from ..lattice.windows import Segment
 from ..layers.featurizer import flat_featurizer
-from ..layers.groups import flat_model
-from ..layers.torch_wrapper import torch_tagger
+from ..layers.flat_model import flat_model
+from ..layers.torch_tagger import torch_tagger
 from ..layers.transformer_features import flat_transformer_model
 from ..nn.dcsan import DcsanEncoder
 from ..nn.embeddings import LatticeEmbeddings
-from ..nn.flat_layer import FlatEncoder
+from ..nn.flat.encoder import FlatEncoder
 from ..nn.lattice import LatticeEncoder
-from ..nn.lattice_lstm import LatticeLstmEncoder
+from ..nn.lattice_lstm.encoder import LatticeLstmEncoder
 from ..nn.tagger import LatticeTagger
 from ..nn.tener import TenerEncoder
 

@@ -15,9 +15,9 @@ from spacy.tokens import Doc, Span, SpanGroup
 from thinc.api import Model
 from thinc.types import Floats3d
 
+from ..crf.host_runs import Runs, tag_runs
 from ..decoding.boundaries import BoundaryRules
 from ..decoding.entities import place_char_entities
-from ..decoding.tag_runs import Runs, tag_runs
 from ..decoding.tags import TagSet
 from ..lattice.windows import Segment, Segmenter, Window
 from ..layers import TorchTagger

@@ -6,10 +6,10 @@ import numpy
 import torch
 from torch import nn
 
-from .crf_likelihood import NegLogLikelihood, gold_score
-from .marginals import forward_backward
-from .packed import viterbi_paths
-from .span_marginals import span_probabilities
+from .host_marginals import forward_backward
+from .host_spans import span_probabilities
+from .host_viterbi import viterbi_paths
+from .likelihood import NegLogLikelihood, gold_score
 
 # Large but finite: -inf would give NaN in the forward algorithm's logsumexp.
 FORBIDDEN = -1e4

@@ -7,7 +7,7 @@ from typing import Sequence, Tuple
 
 import numpy
 
-from .tags import TagSet
+from ..decoding.tags import TagSet
 
 # Each run as arrays: its row, its first character, the character after its last, its label's index.
 Runs = Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray, numpy.ndarray]

@@ -115,7 +115,7 @@ def entity_runs(
     may_end: torch.Tensor,
 ) -> Tuple[TensorRuns, torch.Tensor]:
     """The B…L and U runs of every valid row, in row then position order, and which rows are
-    valid BILUO sequences (`decoding.tag_runs.TagRuns.runs` in torch; an invalid row, which
+    valid BILUO sequences (`crf.host_runs.TagRuns.runs` in torch; an invalid row, which
     constrained Viterbi does not give, is left to the caller). One `nonzero` over the begin
     and end marks together: the device is asked for one count.
 

@@ -21,7 +21,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import torch
 from torch.autograd.function import once_differentiable
 
-from .position import RelativePositions, Run
+from .positions import RelativePositions, Run
 
 # Bound on the transient (heads x rows x triples) block, in elements: rows are
 # processed in chunks under this size, forward and backward.

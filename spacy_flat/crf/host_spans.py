@@ -11,8 +11,8 @@ from typing import Tuple
 
 import numpy
 
-from .marginals import _log_space, _logsumexp
-from .packed import Packed
+from .host_marginals import _log_space, _logsumexp
+from .host_viterbi import Packed
 
 
 def span_probabilities(

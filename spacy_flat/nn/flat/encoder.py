@@ -9,12 +9,12 @@ from typing import Optional, Union
 import torch
 from torch import nn
 
-from .attention_layers import ResidualLayer, run_layers, split_heads, with_padding_rows
-from .dropout import Dropout
-from .lattice import Lattice, LatticeEncoder
-from .position import PositionFusion, RelativePositions, relative_positions
+from ..attention_layers import ResidualLayer, run_layers, split_heads, with_padding_rows
+from ..dropout import Dropout
+from ..lattice import Lattice, LatticeEncoder
 from .position_keys import PositionKeyCache
 from .position_scores import position_scores
+from .positions import PositionFusion, RelativePositions, relative_positions
 
 
 class FlatAttention(nn.Module):

@@ -13,7 +13,7 @@ from typing import List, NamedTuple, Tuple
 
 import torch
 
-from .lattice_lstm_schedule import Schedule
+from .schedule import Schedule
 
 
 class Merge(NamedTuple):

@@ -17,7 +17,7 @@ from typing import Optional, Tuple
 import numpy
 import torch
 
-from .crf import ConstrainedCRF
+from .model import ConstrainedCRF
 
 
 def k_best_paths(

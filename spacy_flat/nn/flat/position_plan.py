@@ -18,8 +18,8 @@ from typing import Dict, Sequence
 import numpy
 import torch
 
-from .position import QueryPlan, RelativePositions, pair_keys
 from .position_scores import head_runs
+from .positions import QueryPlan, RelativePositions, pair_keys
 
 
 def plan_positions(

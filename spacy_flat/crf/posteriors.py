@@ -11,7 +11,7 @@ character by character.
 
 import torch
 
-from .crf import ConstrainedCRF, recursion_dtype
+from .model import ConstrainedCRF, recursion_dtype
 
 
 def log_marginals(

@@ -19,7 +19,7 @@ import numpy
 import torch
 from torch import nn
 
-from .transfer import to_device
+from ..transfer import to_device
 
 # (first triple row, end triple row, first and end position in the sorted query rows) of one run
 # of queries scored against one stretch of the triple table (`position_scores.head_runs`).

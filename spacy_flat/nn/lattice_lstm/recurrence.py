@@ -1,4 +1,4 @@
-"""The Lattice LSTM's recurrence (spacy_flat/nn/lattice_lstm.py) as one autograd
+"""The Lattice LSTM's recurrence (spacy_flat/nn/lattice_lstm/encoder.py) as one autograd
 function, with its backward pass (back-propagation through time) written by hand
 (lattice_lstm_backward.py).
 
@@ -33,8 +33,8 @@ from typing import Any, List, Optional, Tuple
 import torch
 from torch.autograd.function import once_differentiable
 
-from .lattice_lstm_backward import Merge, through_time
-from .lattice_lstm_schedule import Schedule
+from .backward import Merge, through_time
+from .schedule import Schedule
 
 
 def recur(

@@ -38,10 +38,10 @@ from typing import Optional, Tuple
 import torch
 from torch import nn
 
-from .lattice import Lattice, LatticeEncoder
-from .lattice_lstm_recurrence import lattice_recurrence
-from .lattice_lstm_schedule import word_slots
-from .position import RelativePositions
+from ..flat.positions import RelativePositions
+from ..lattice import Lattice, LatticeEncoder
+from .recurrence import lattice_recurrence
+from .schedule import word_slots
 
 # Input terms per direction: the character's i, o, f, c̃ (eq. 11) and its part of the
 # word gate i^c (eq. 14); the word's i, f, c̃ (eq. 13).

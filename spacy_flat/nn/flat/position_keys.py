@@ -21,7 +21,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 from torch import nn
 
-from .position import PositionFusion, RelativePositions, covering_reach
+from .positions import PositionFusion, RelativePositions, covering_reach
 
 # Bound on one layer's kept rows (their storage), in bytes: past it the rows are dropped and
 # rebuilt for the batch at hand. Resume's and MSRA's test sets need 60-100 blocks of 513 x 160 floats (20-33 MB).
