@@ -28,8 +28,8 @@ from dataclasses import asdict
 from common import load_average, machine, texts
 from results import record, results_option
 
-from spacy_flat.annotation.ray_reading import _count, _file_batches
-from spacy_flat.annotation.records import RecordFormat
+from spacy_flat.annotate.ray_reading import _count, _file_batches
+from spacy_flat.annotate.records import RecordFormat
 
 
 def timed(job: Callable[[], int], repeats: int) -> List[float]:

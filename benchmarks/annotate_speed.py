@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import examples, load_average, machine, require_quiet, texts
 from results import record, results_option
 
-from spacy_flat.annotation.local import AnnotateSettings, annotate
-from spacy_flat.annotation.records import ReadReport, RecordFormat, read_records
+from spacy_flat.annotate.local import AnnotateSettings, annotate
+from spacy_flat.annotate.records import ReadReport, RecordFormat, read_records
 
 
 def worker_peaks(marker: str, stop: threading.Event, peaks: Dict[int, float]) -> None:
@@ -174,7 +174,7 @@ def main() -> None:
     start = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     startup = time.perf_counter() - start
-    from spacy_flat.annotation.ray_engine import annotate_with_ray
+    from spacy_flat.annotate.ray_engine import annotate_with_ray
 
     for actors in (1, 2):
         peaks: Dict[int, float] = {}

@@ -75,8 +75,8 @@ from spacy_flat.distillation.silver import SilverReport, silver_docs
 from spacy_flat.distillation.student import attach_teachers
 from spacy_flat.distillation.teachers import CachedTargets, EnsembleTeacher, PipelineTeacher, ensemble_entities
 from spacy_flat.pipeline.scorer import score_char_entities
-from spacy_flat.pretraining.sentences import SentenceFilter, held_back_texts
-from spacy_flat.pretraining.sources import TextFields, read_texts
+from spacy_flat.vectors.sentences import SentenceFilter, held_back_texts
+from spacy_flat.vectors.sources import TextFields, read_texts
 
 VARIANTS = ("gold", "soft", "topk", "silver")
 # The table's words for each variant's training data.

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from spacy.language import Language
 
-import spacy_flat.annotation.local as local
-from spacy_flat.annotation.batches import PIPELINE_FAILED
-from spacy_flat.annotation.local import AnnotateSettings, annotate
-from spacy_flat.annotation.ray_actor import AttemptLedger
-from spacy_flat.annotation.ray_reading import _count, _file_batches
-from spacy_flat.annotation.records import RecordFormat
-from spacy_flat.annotation.shards import read_shards as read_any_shards
+import spacy_flat.annotate.local as local
+from spacy_flat.annotate.batches import PIPELINE_FAILED
+from spacy_flat.annotate.local import AnnotateSettings, annotate
+from spacy_flat.annotate.ray_actor import AttemptLedger
+from spacy_flat.annotate.ray_reading import _count, _file_batches
+from spacy_flat.annotate.records import RecordFormat
+from spacy_flat.annotate.shards import read_shards as read_any_shards
 from spacy_flat.cli.main import main
 from spacy_flat.errors import FlatError
 

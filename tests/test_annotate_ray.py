@@ -13,12 +13,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from spacy_flat.annotation.batches import WORKER_DIED  # noqa: E402
-from spacy_flat.annotation.local import AnnotateSettings, annotate  # noqa: E402
-from spacy_flat.annotation.ray_actor import CRASH_AFTER_ENV, CRASH_MARKER_ENV, CRASH_ON_TEXT_ENV  # noqa: E402
-from spacy_flat.annotation.ray_engine import annotate_dataset, annotate_with_ray, gpus_per_actor  # noqa: E402
-from spacy_flat.annotation.records import RecordFormat  # noqa: E402
-from spacy_flat.annotation.shards import read_shards as read_any_shards  # noqa: E402
+from spacy_flat.annotate.batches import WORKER_DIED  # noqa: E402
+from spacy_flat.annotate.local import AnnotateSettings, annotate  # noqa: E402
+from spacy_flat.annotate.ray_actor import CRASH_AFTER_ENV, CRASH_MARKER_ENV, CRASH_ON_TEXT_ENV  # noqa: E402
+from spacy_flat.annotate.ray_engine import annotate_dataset, annotate_with_ray, gpus_per_actor  # noqa: E402
+from spacy_flat.annotate.records import RecordFormat  # noqa: E402
+from spacy_flat.annotate.shards import read_shards as read_any_shards  # noqa: E402
 from spacy_flat.errors import FlatError  # noqa: E402
 
 from .conftest import needs_shared  # noqa: E402

@@ -28,11 +28,11 @@ MAY_IMPORT: Dict[str, Set[str]] = {
     "layers": {"base", "crf", "nn", "lattice", "decoding", "layers"},
     "pipeline": {"base", "crf", "lattice", "decoding", "layers", "pipeline"},
     "training": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training"},
-    "distillation": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training", "annotation"}
-    | {"pretraining", "distillation"},
-    "annotation": {"base", "annotation"},
-    "pretraining": {"base", "pretraining"},
-    "cli": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training", "annotation", "pretraining"}
+    "distillation": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training", "annotate"}
+    | {"vectors", "distillation"},
+    "annotate": {"base", "annotate"},
+    "vectors": {"base", "vectors"},
+    "cli": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training", "annotate", "vectors"}
     | {"distillation", "cli"},
     "root": {"base", "lattice", "decoding", "layers", "pipeline", "training", "cli", "root"},
 }

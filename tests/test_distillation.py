@@ -198,7 +198,7 @@ def test_silver_caps_count_all_kept_sentences_or_those_with_entities(cap, monkey
 
     import spacy_flat.distillation.silver as silver_module
     from spacy_flat.distillation.settings import SilverSettings
-    from spacy_flat.pretraining.sentences import SentenceFilter
+    from spacy_flat.vectors.sentences import SentenceFilter
 
     def entities(teacher, reference, docs):  # a sure PER wherever 张三 is named
         return [[(0, 2, "PER", 0.99)] if doc.text.startswith("张三") else [] for doc in docs]

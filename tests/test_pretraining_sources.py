@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from spacy_flat.pretraining.sentences import SentenceFilter, clean, held_back_texts, split_sentences
-from spacy_flat.pretraining.sources import SourceReport, TextFields, describe, read_texts
+from spacy_flat.vectors.sentences import SentenceFilter, clean, held_back_texts, split_sentences
+from spacy_flat.vectors.sources import SourceReport, TextFields, describe, read_texts
 
 from .conftest import SHARED, needs_shared
 

@@ -114,8 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _pretrain(args: argparse.Namespace) -> None:
-    from ..pretraining.sources import TextFields
-    from ..pretraining.tables import PretrainSettings, describe_report, pretrain_vectors
+    from ..vectors.sources import TextFields
+    from ..vectors.tables import PretrainSettings, describe_report, pretrain_vectors
 
     try:
         import gensim  # noqa: F401
@@ -141,8 +141,8 @@ def _pretrain(args: argparse.Namespace) -> None:
 def _annotate(args: argparse.Namespace) -> None:
     import spacy
 
-    from ..annotation.local import AnnotateSettings, annotate
-    from ..annotation.records import RecordFormat
+    from ..annotate.local import AnnotateSettings, annotate
+    from ..annotate.records import RecordFormat
 
     if args.gpu_id >= 0 and args.engine == "local":
         spacy.require_gpu(args.gpu_id)
@@ -156,7 +156,7 @@ def _annotate(args: argparse.Namespace) -> None:
         output_format=args.output_format,
     )
     if args.engine == "ray":
-        from ..annotation.ray_engine import annotate_with_ray
+        from ..annotate.ray_engine import annotate_with_ray
 
         gpus: Union[float, str] = 0.0
         if args.gpus_per_actor is not None and args.gpu_id < 0:

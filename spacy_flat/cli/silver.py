@@ -44,8 +44,8 @@ def run_silver(args: argparse.Namespace, extra: Sequence[str] = ()) -> Dict[str,
     # Imported here: the other commands start without loading pipelines or torch.
     from ..distillation.silver import SilverReport, silver_docs
     from ..distillation.teachers import EnsembleTeacher, PipelineTeacher
-    from ..pretraining.sentences import SentenceFilter, held_back_texts
-    from ..pretraining.sources import TextFields, describe, read_texts
+    from ..vectors.sentences import SentenceFilter, held_back_texts
+    from ..vectors.sources import TextFields, describe, read_texts
 
     if args.gpu_id >= 0:
         from thinc.api import require_gpu

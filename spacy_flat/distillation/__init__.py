@@ -5,6 +5,6 @@ keeps them on disk for resumed runs and other students, decoding an ensemble,
 and silver sentences from raw text for self-training.
 
 Modules here may import the component (`pipeline/`), the layers and the data
-side, and `annotation/` and `pretraining/` for reading raw text; only `cli/`
+side, and `annotate/` and `vectors/` for reading raw text; only `cli/`
 imports them.
 """

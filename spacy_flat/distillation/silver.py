@@ -21,8 +21,8 @@ from spacy.tokens import Doc
 from spacy.util import filter_spans
 
 from ..pipeline.teaching import SILVER
-from ..pretraining.sentences import SentenceFilter
-from ..pretraining.sources import SourceReport
+from ..vectors.sentences import SentenceFilter
+from ..vectors.sources import SourceReport
 from .settings import SilverSettings
 from .teachers import EnsembleTeacher, PipelineTeacher, ensemble_entities
 
