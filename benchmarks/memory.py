@@ -34,23 +34,29 @@ LENGTHS = [50, 100, 200, 300, 1000]
 LITERAL_MAX = 300  # the literal term at 1000 characters would need tens of GB
 
 
-def literal_attention_forward(self, x, rel, pos, attend):  # type: ignore[no-untyped-def]
-    """FlatAttention.forward with eq. 11's position term built pair by pair."""
+def literal_attention_forward(self, x, rel, pos, attend, n_queries=None):  # type: ignore[no-untyped-def]
+    """FlatAttention.forward with eq. 11's position term built pair by pair (the first `n_queries`
+    rows only, as the real one computes them in the last layer)."""
     import torch
 
     batch, n, width = x.shape
     heads, hw = self.n_heads, self.head_width
-    q = self.w_q(x).view(batch, n, heads, hw).transpose(1, 2)
+    n_q = n if n_queries is None else n_queries
+    if n_q < n:
+        pos, attend = pos.queries(n_q), attend[:, :n_q]
+    if isinstance(rel, torch.nn.Module):  # prediction on a CPU hands the fusion module over
+        rel = rel(pos)
+    q = self.w_q(x[:, :n_q]).view(batch, n_q, heads, hw).transpose(1, 2)
     k = self.w_k(x).view(batch, n, heads, hw).transpose(1, 2)
     val = self.w_v(x).view(batch, n, heads, hw).transpose(1, 2)
-    r_pairs = rel[pos.index]  # B n n d: R_ij for every pair
-    rk_pairs = self.w_kr(r_pairs).view(batch, n, n, heads, hw)  # R_ij W_kR, O(n^2 d^2)
+    r_pairs = rel[pos.index]  # B n_q n d: R_ij for every pair
+    rk_pairs = self.w_kr(r_pairs).view(batch, n_q, n, heads, hw)  # R_ij W_kR, O(n^2 d^2)
     scores = torch.matmul(q + self.u[None, :, None, :], k.transpose(-1, -2))
     scores = scores + torch.einsum("bhid,bijhd->bhij", q + self.v[None, :, None, :], rk_pairs)
     scores = scores * self.scale
     scores = scores.masked_fill(~attend[:, None], torch.finfo(scores.dtype).min)
     probs = torch.softmax(scores, dim=-1)
-    return self.w_o(torch.matmul(probs, val).transpose(1, 2).reshape(batch, n, width))
+    return self.w_o(torch.matmul(probs, val).transpose(1, 2).reshape(batch, n_q, width))
 
 
 def measure(length: int, mode: str, impl: str) -> Dict[str, float]:
