@@ -63,7 +63,7 @@ from common import (
 from results import record, results_option
 from speed import TRAIN_SENTENCES, inference, spacy_ner, spread, training_speed
 
-from spacy_flat.pipeline.component import FlatNER
+from spacy_flat.pipeline.flat_ner import FlatNER
 
 ARCHITECTURES = {
     "FLAT": "{}.cfg",

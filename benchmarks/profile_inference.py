@@ -51,7 +51,7 @@ from family import pooled, trained_flat
 from profile_training import cumulative_seconds
 from results import record, results_option
 
-from spacy_flat.pipeline.component import FlatNER
+from spacy_flat.pipeline.flat_ner import FlatNER
 
 # (label, function under spacy_flat, depth: a stage inside the one above it)
 STAGES: List[Tuple[str, str, int]] = [

@@ -23,8 +23,8 @@ from .pipeline.architectures import (
     build_lattice_lstm_tagger_v2,
     build_tener_tagger_v2,
 )
-from .pipeline.component import FlatNER
 from .pipeline.factory import make_flat_ner
+from .pipeline.flat_ner import FlatNER
 from .pipeline.scorer import make_char_ner_scorer
 from .training.schedules import warmup_linear_from_first_step
 

@@ -6,7 +6,7 @@ import json
 import pytest
 import spacy
 
-from spacy_flat.pipeline.saving import BoundaryRulesMissing
+from spacy_flat.pipeline.flat_ner import BoundaryRulesMissing
 
 from .compat import COMPAT, LOSSES, TINY_BERT, WORD_VECTORS, entities, train_losses
 

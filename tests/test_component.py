@@ -9,7 +9,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 
 from spacy_flat.errors import PipelineFileError
-from spacy_flat.pipeline.component import FlatNER
+from spacy_flat.pipeline.flat_ner import FlatNER
 
 from .conftest import build_small, scores_of, small_config, small_lexicon, tiny_examples, tiny_records
 

@@ -17,8 +17,8 @@ from ..decoding.calibration import (
     reliability,
 )
 from ..errors import FlatError
-from ..pipeline.component import FlatNER
 from ..pipeline.confidence import Decoded, decode_docs
+from ..pipeline.flat_ner import FlatNER
 from ..types import CharSpan
 
 THRESHOLDS = (0.5, 0.7, 0.9)

@@ -11,7 +11,7 @@ from spacy.scorer import PRFScore
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 
-from ..pipeline.component import FlatNER
+from ..pipeline.flat_ner import FlatNER
 from ..pipeline.scorer import score_char_entities
 from ..types import CharSpan
 from .report import report_html, thresholds_curve

@@ -1,7 +1,7 @@
 """Forward-backward over a linear-chain CRF in float64 NumPy: the log forward
 and backward scores from which entity probabilities are read.
 
-Kept apart from `crf.py`'s torch modules because it runs on the host after one
+Kept apart from `model.py`'s torch modules because it runs on the host after one
 copy of the scores, rescaled for speed and redone in log space where float64's
 range is passed.
 """

@@ -4,7 +4,7 @@ from typing import Optional
 
 from spacy.language import Language
 
-from ..pipeline.component import FlatNER
+from ..pipeline.flat_ner import FlatNER
 from ..pipeline.teaching import Teaching, check_labels
 from .settings import DistillationSettings
 from .store import TargetStore, store_source

@@ -14,7 +14,7 @@ from spacy.tokens import Doc
 
 from ..decoding.posterior import posterior_decode
 from ..lattice.windows import Segment
-from ..pipeline.component import FlatNER
+from ..pipeline.flat_ner import FlatNER
 from ..pipeline.teaching import check_labels
 from ..types import ScoredSpan, SoftTarget, TopPaths
 from .store import TargetStore, segment_key

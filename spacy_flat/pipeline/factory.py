@@ -7,7 +7,7 @@ from thinc.api import Model
 from thinc.types import Floats3d
 
 from ..lattice.windows import Segment
-from .component import FlatNER
+from .flat_ner import FlatNER
 
 
 @Language.factory(
