@@ -42,7 +42,9 @@ ARCHITECTURES = [
     "spacy-flat.LatticeLstmTagger.v1",
 ]
 TOLERANCE = 1e-5
-# tests/conftest.py's SMALL_WORDS: a small lexicon keeps the pipelines small and fast to train.
+# tests/conftest.py's SMALL_WORDS, copied rather than imported: the children run other commits' code, and
+# importing tests/conftest.py would import this checkout's package beside it. A small lexicon keeps the
+# pipelines small and fast to train.
 SMALL_WORDS = [
     "北京",
     "北京大学",

@@ -110,10 +110,11 @@ def _legacy(
         scaler = given.pop("grad_scaler_config", None) if grad_scaler else None
         _check_removed(name, given)
         model = build(*args, **kwargs, **({"mixed_precision_dtype": dtype} if dtype is not None else {}))
+        tagger = TorchTagger(model)
         if scaler:
-            TorchTagger(model).grad_scaler = PyTorchGradScaler(**scaler)
+            tagger.grad_scaler = PyTorchGradScaler(**scaler)
         if int8:
-            TorchTagger(model).int8_inference = True
+            tagger.int8_inference = True
         return model
 
     build_v1.__signature__ = inspect.Signature(params, return_annotation=Model)  # type: ignore[attr-defined]

@@ -68,6 +68,24 @@ class ResidualLayer(nn.Module):
         return self.norm2(x + self.dropout(self.ffn(x)))
 
 
+def layer_stack(
+    layer: Callable[..., ResidualLayer],
+    n_layers: int,
+    width: int,
+    n_heads: int,
+    ffn_width: int,
+    *,
+    dropout: float,
+    attention_dropout: float,
+    scaled: bool,
+) -> nn.ModuleList:
+    """`n_layers` layers of one kind (FLAT's or TENER's), each with its own weights."""
+    return nn.ModuleList(
+        layer(width, n_heads, ffn_width, dropout=dropout, attention_dropout=attention_dropout, scaled=scaled)
+        for _ in range(n_layers)
+    )
+
+
 def padding_mask(token_mask: torch.Tensor) -> torch.Tensor:
     """(B, n) real tokens → (B, n, n) bool: real tokens attend to real tokens, and padded
     query rows to themselves, so that softmax stays finite."""

@@ -13,7 +13,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .attention_layers import padding_mask, run_layers
+from .attention_layers import layer_stack, padding_mask, run_layers
 from .dropout import Dropout
 from .flat.positions import RelativePositions
 from .lattice import Lattice, LatticeEncoder
@@ -167,9 +167,15 @@ class DcsanEncoder(LatticeEncoder):
         self.width = width
         self.char_proj = nn.Linear(char_input_width, width)
         self.dcsan = DcsanInput(word_width, width, n_heads, attention_dropout=attention_dropout)
-        self.layers = nn.ModuleList(
-            TenerLayer(width, n_heads, ffn_width, dropout=dropout, attention_dropout=attention_dropout, scaled=scaled)
-            for _ in range(n_layers)
+        self.layers = layer_stack(
+            TenerLayer,
+            n_layers,
+            width,
+            n_heads,
+            ffn_width,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            scaled=scaled,
         )
 
     weighs_words = True

@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .attention_layers import ResidualLayer, padding_mask, run_layers, split_heads
+from .attention_layers import ResidualLayer, layer_stack, padding_mask, run_layers, split_heads
 from .dropout import Dropout
 from .flat.positions import RelativePositions
 from .lattice import Lattice, LatticeEncoder
@@ -97,9 +97,15 @@ class TenerEncoder(LatticeEncoder):
         super().__init__()
         self.width = width
         self.char_proj = nn.Linear(char_input_width, width)
-        self.layers = nn.ModuleList(
-            TenerLayer(width, n_heads, ffn_width, dropout=dropout, attention_dropout=attention_dropout, scaled=scaled)
-            for _ in range(n_layers)
+        self.layers = layer_stack(
+            TenerLayer,
+            n_layers,
+            width,
+            n_heads,
+            ffn_width,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            scaled=scaled,
         )
 
     def forward(

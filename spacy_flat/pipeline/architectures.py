@@ -3,7 +3,7 @@ the lattice featurizer, the embeddings, its encoder and the CRF head (`nn/`), as
 spaCy's `ml/models/` builders do. The versions earlier releases registered are in
 `legacy.py`."""
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 from spacy.tokens import Doc
@@ -73,12 +73,16 @@ def build_flat_tagger_v2(
     mixed_precision_dtype (str): Its type, "float16" or "bfloat16" (float32's range).
     RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
     """
-    embeddings = _embeddings(
-        char_width, word_width, word_rows, bigram_width, bigram_rows, bigram_vectors, embed_dropout
-    )
-    encoder = FlatEncoder(
-        embeddings.char_input_width,
+    tagger = _lattice_tagger(
+        FlatEncoder,
+        char_width,
         word_width,
+        word_rows,
+        bigram_width,
+        bigram_rows,
+        bigram_vectors,
+        embed_dropout,
+        output_dropout=output_dropout,
         width=width,
         n_heads=n_heads,
         ffn_width=ffn_width,
@@ -90,7 +94,6 @@ def build_flat_tagger_v2(
         max_distance=max_distance,
         head_only=head_only,
     )
-    tagger = LatticeTagger(embeddings, encoder, output_dropout=output_dropout)
     features = _features(word_rows, bigram_rows, bigram_vectors, max_words)
     return flat_model(features, _torch_layer(tagger, mixed_precision, mixed_precision_dtype))
 
@@ -133,7 +136,8 @@ def build_flat_transformer_tagger_v2(
     learn_rate_scale (float): FLAT's learning rate as a multiple of the transformer's.
     The other arguments are FlatTagger.v2's.
     """
-    embeddings = _embeddings(
+    tagger = _lattice_tagger(
+        FlatEncoder,
         char_width,
         word_width,
         word_rows,
@@ -141,11 +145,8 @@ def build_flat_transformer_tagger_v2(
         bigram_rows,
         bigram_vectors,
         embed_dropout,
+        output_dropout=output_dropout,
         use_char_embeddings=use_char_embeddings,
-    )
-    encoder = FlatEncoder(
-        embeddings.char_input_width,
-        word_width,
         width=width,
         n_heads=n_heads,
         ffn_width=ffn_width,
@@ -157,7 +158,6 @@ def build_flat_transformer_tagger_v2(
         max_distance=max_distance,
         head_only=head_only,
     )
-    tagger = LatticeTagger(embeddings, encoder, output_dropout=output_dropout)
     features = _features(word_rows, bigram_rows, bigram_vectors, max_words)
     layer = _torch_layer(tagger, mixed_precision, mixed_precision_dtype, learn_rate_scale=learn_rate_scale)
     return flat_transformer_model(features, tok2vec, layer)
@@ -236,7 +236,8 @@ def build_dcsan_tagger_v2(
     The arguments are FlatTagger.v2's, but FLAT's ablations.
     RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
     """
-    tagger = _dcsan(
+    tagger = _lattice_tagger(
+        DcsanEncoder,
         char_width,
         word_width,
         word_rows,
@@ -289,7 +290,8 @@ def build_dcsan_transformer_tagger_v2(
         `spacy-transformers.TransformerListener.v1` (see FlatTransformerTagger.v2).
     The other arguments are DcsanTagger.v2's and FlatTransformerTagger.v2's.
     """
-    tagger = _dcsan(
+    tagger = _lattice_tagger(
+        DcsanEncoder,
         char_width,
         word_width,
         word_rows,
@@ -370,7 +372,8 @@ def _embeddings(
     )
 
 
-def _dcsan(
+def _lattice_tagger(
+    encoder: Callable[..., LatticeEncoder],
     char_width: int,
     word_width: int,
     word_rows: int,
@@ -383,7 +386,8 @@ def _dcsan(
     use_char_embeddings: bool = True,
     **layers: Any,
 ) -> LatticeTagger:
-    """DC-SAN's tagger, with or without transformer features; `layers`: DcsanEncoder's sizes."""
+    """The tagger of an encoder that reads characters and lattice words (FLAT's, DC-SAN's), with or
+    without transformer features; `layers`: the encoder's own arguments."""
     embeddings = _embeddings(
         char_width,
         word_width,
@@ -394,8 +398,9 @@ def _dcsan(
         embed_dropout,
         use_char_embeddings=use_char_embeddings,
     )
-    encoder: LatticeEncoder = DcsanEncoder(embeddings.char_input_width, word_width, **layers)
-    return LatticeTagger(embeddings, encoder, output_dropout=output_dropout)
+    return LatticeTagger(
+        embeddings, encoder(embeddings.char_input_width, word_width, **layers), output_dropout=output_dropout
+    )
 
 
 def _features(word_rows: int, bigram_rows: int, bigram_vectors: bool, max_words: int) -> Model:

@@ -9,7 +9,7 @@ from typing import Optional, Union
 import torch
 from torch import nn
 
-from ..attention_layers import ResidualLayer, run_layers, split_heads, with_padding_rows
+from ..attention_layers import ResidualLayer, layer_stack, run_layers, split_heads, with_padding_rows
 from ..dropout import Dropout
 from ..lattice import Lattice, LatticeEncoder
 from .position_keys import PositionKeyCache
@@ -117,9 +117,15 @@ class FlatEncoder(LatticeEncoder):
         self.char_proj = nn.Linear(char_input_width, width)
         self.word_proj = nn.Linear(word_width, width)
         self.position = PositionFusion(width, head_only=head_only)
-        self.layers = nn.ModuleList(
-            FlatLayer(width, n_heads, ffn_width, dropout=dropout, attention_dropout=attention_dropout, scaled=scaled)
-            for _ in range(n_layers)
+        self.layers = layer_stack(
+            FlatLayer,
+            n_layers,
+            width,
+            n_heads,
+            ffn_width,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            scaled=scaled,
         )
         self.mask_self_matched = mask_self_matched
         self.max_distance = max_distance
