@@ -34,10 +34,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from spacy.cli.train import train
-from spacy.language import Language
 from spacy.util import load_config
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -197,7 +196,6 @@ def run(
     out: Path,
     gpu_id: int = -1,
     resumable: bool = False,
-    prepare: Optional[Callable[[Language], None]] = None,
 ) -> dict:
     overrides = {
         "paths.train": str(data["train"]),
@@ -211,7 +209,7 @@ def run(
         # Checkpoints in `out`: the same command run again goes on where a stopped run stood.
         out.parent.mkdir(parents=True, exist_ok=True)
         with (out.parent / f"{out.name}.log").open("a", encoding="utf8") as log:
-            resumable_train(config, out, overrides=overrides, use_gpu=gpu_id, stdout=log, stderr=log, prepare=prepare)
+            resumable_train(config, out, overrides=overrides, use_gpu=gpu_id, stdout=log, stderr=log)
     else:
         train(config, out, overrides=overrides, use_gpu=gpu_id)
     seconds = time.perf_counter() - start
@@ -289,8 +287,7 @@ def seeds_figures(results: List[dict]) -> dict:
 
 def write_records(args: argparse.Namespace, config: Path, ours: List[dict], peer: List[dict], load: float) -> None:
     """The runs' figures as result records (benchmarks/results.py), one for flat_ner and one for the peer."""
-    # configs/<dataset>_paper.cfg: FLAT with its paper's recipe (SGD with momentum), a recipe of its own.
-    stem, paper = config.stem.removesuffix("_paper"), config.stem.endswith("_paper")
+    stem = config.stem
     name = stem.split("_", 1)[1] if "_" in stem else "flat"
     arch = slug(name)
     if args.inputs:
@@ -308,20 +305,16 @@ def write_records(args: argparse.Namespace, config: Path, ours: List[dict], peer
     if ours:
         seeds = "s" + "".join(str(s) for s in args.seeds)
         title = f"{dataset}, {ARCHITECTURE_NAMES.get(arch, arch)}, {label}, {epochs}"
-        title += ", the paper's recipe (SGD with momentum)" if paper else ""
         title += "".join(f", {x}" for x in [*settings, *extras] if x)
         setup = {
-            "architecture": ARCHITECTURE_NAMES.get(arch, arch) + (", the paper's recipe" if paper else ""),
+            "architecture": ARCHITECTURE_NAMES.get(arch, arch),
             "inputs": label,
             "epochs": args.epochs,
             "transformer": None,
-            "kind": "variant" if variant or paper else ("defaults" if inputs == "defaults" else "pretrained"),
+            "kind": "variant" if variant else ("defaults" if inputs == "defaults" else "pretrained"),
             "config": f"configs/{config.name}",
         }
-        recipe = ["paper"] if paper else []
-        if paper:
-            setup["recipe"] = "the paper's: SGD with momentum, batch 10, 1 / (1 + decay x epoch)"
-        rid = slug("accuracy", args.dataset, arch, *recipe, inputs, f"{args.epochs}ep", seeds, *settings, *extras)
+        rid = slug("accuracy", args.dataset, arch, inputs, f"{args.epochs}ep", seeds, *settings, *extras)
         record(rid, "accuracy", title, seeds_figures(ours), seeds=args.seeds, setup=setup, **common)
     if peer:
         peer_seeds = args.peer_seeds or args.seeds

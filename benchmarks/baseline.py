@@ -98,7 +98,10 @@ def use_baseline(nlp: Language, package: types.ModuleType, component: str = "fla
             rules = modules["decoding.boundaries"].BoundaryRules.from_dict(cfg.get("boundaries"))
         segmenter = modules["lattice.windows"].Segmenter(cfg["window_size"], cfg["window_overlap"])
         tagger_handle = modules["layers.tagger_handle"].TorchTagger(model)
-        decoded = confidence.decode_docs(list(docs), segmenter, model, rules, tagger_handle, tag_set)
+        if hasattr(tagger_handle, "predict"):  # the model tags the segments itself (0.3.0 on)
+            decoded = confidence.decode_docs(list(docs), segmenter, tagger_handle, rules, tag_set)
+        else:
+            decoded = confidence.decode_docs(list(docs), segmenter, model, rules, tagger_handle, tag_set)
         if cfg.get("scores_key") is None:
             return decoded.spans()
         return decoded.scored(cfg.get("temperature", 1.0), cfg["threshold"])

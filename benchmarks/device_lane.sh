@@ -22,11 +22,6 @@
 #   bash benchmarks/device_lane.sh memory           # CUDA memory of one full prediction group (group_memory.py)
 #   bash benchmarks/device_lane.sh lattice          # Lattice LSTM training against the released design, both on the GPU
 #   MSRA_EPOCHS=5 bash benchmarks/device_lane.sh msra # FLAT and DC-SAN on MSRA, 3 seeds each, all at once on one GPU
-#   TEACHER_DATASET=resume TEACHER_EPOCHS=6 bash benchmarks/device_lane.sh teacher
-#       FLAT on m3e-small (configs/resume_trf.cfg) as a distillation teacher, trained on the GPU from the
-#       half-precision copy in .devdata/m3e-small (benchmarks/device_model.py pack-hf, carried), resumable in
-#       training/teach/DATASET_trf_gpu; model-best comes back in parts under $OUT/teacherSEED, its record in $OUT
-#       (the site folder must hold the transformer packages: device_site.sh --transformers)
 # LANE_DEVICE=cpu: a dry run of tests, family, profile and training on a machine without CUDA (the installed environment, one
 # thread, tiny sizes, the CPU side of the device tests): every command line runs, nothing is measured.
 #   LANE_DEVICE=cpu OUT=/tmp/lane-dry bash benchmarks/device_lane.sh tests family profile training training-bf16
@@ -117,18 +112,6 @@ for part in "$@"; do
       done
       wait
       grep -h "^RESULT" "$OUT"/msra_*.log ;;
-    teacher)
-      dataset=${TEACHER_DATASET:?set TEACHER_DATASET}
-      epochs=${TEACHER_EPOCHS:?set TEACHER_EPOCHS}
-      seeds=${TEACHER_SEEDS:-0}
-      # shellcheck disable=SC2086
-      python3 benchmarks/transformer.py "$dataset" --epochs "$epochs" --seeds $seeds --skip-peer --gpu-id 0 \
-        --model .devdata/m3e-small --output "training/teach/${dataset}_trf_gpu" --results "$OUT" \
-        2>&1 | tee "$OUT/teacher_$dataset.log"
-      for seed in $seeds; do
-        python3 benchmarks/device_model.py pack-pipeline "training/teach/${dataset}_trf_gpu/flat$seed/model-best" \
-          "$OUT/teacher$seed"
-      done ;;
     *) echo "unknown part: $part"; exit 2 ;;
   esac
   status=$?

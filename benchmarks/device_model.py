@@ -7,8 +7,8 @@ and cut into parts. Loading either puts the weights back into float32 parameters
 there is scored here on the very weights that came back (the rounding to float16 is the only change).
 
     python benchmarks/device_model.py pack-hf ../shared/vectors/m3e-small .devdata/m3e-small     # here
-    python benchmarks/device_model.py pack-pipeline training/teach/resume_trf_gpu/flat0/model-best $OUT/teacher0
-    python benchmarks/device_model.py unpack-pipeline FETCHED/teacher0 training/teach/resume_trf_gpu/flat0/model-best
+    python benchmarks/device_model.py pack-pipeline training/trf/resume_gpu/flat0/model-best $OUT/flat0
+    python benchmarks/device_model.py unpack-pipeline FETCHED/flat0 training/trf/resume_gpu/flat0/model-best
 """
 
 import argparse

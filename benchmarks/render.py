@@ -90,11 +90,6 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def epochs(rec: Record) -> str:
-    n = rec["setup"].get("epochs")
-    return f"{n} epoch{'s' if n != 1 else ''}" if n else ""
-
-
 # ---- accuracy ----
 
 KIND_ORDER = {"pipeline": 0, "defaults": 1, "pretrained": 2, "variant": 3, "transformer": 4, "peer": 5}
@@ -102,12 +97,7 @@ ARCH_ORDER = {"FLAT": 0, "DC-SAN": 1, "TENER": 2, "Lattice LSTM": 3, "spaCy ner"
 
 
 def accuracy_by_dataset(t: Tables, dataset: str) -> str:
-    # Distillation's rows (teachers, ensemble, students of one run) are read together, by `students`.
-    chosen = [
-        rid
-        for rid, rec in t.records.items()
-        if rec["question"] == "accuracy" and rec.get("dataset") == dataset and "distillation" not in rec["setup"]
-    ]
+    chosen = [rid for rid, rec in t.records.items() if rec["question"] == "accuracy" and rec.get("dataset") == dataset]
 
     def order(rid: str) -> Tuple:
         s = t.records[rid]["setup"]
@@ -769,11 +759,9 @@ def dev_curves(t: Tables) -> str:
         rec = t.get(rid)
         curves = rec["figures"]["dev_curve"]
         bests = [max(curve, key=lambda point: point[1]) for curve in curves]
-        # Titles tell apart runs of the same architecture, inputs and budget (students, batchers).
-        group = rec["setup"].get("distillation")
-        name = f"{rec['title'].split(',')[0]}, students `{group}`: {rec['setup']['row']}" if group else rec["title"]
         seeds = rec["seeds"][: len(curves)]
-        row = [f"{name}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"]
+        # Titles tell apart runs of the same architecture, inputs and budget (another batcher, say).
+        row = [f"{rec['title']}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"]
         row += [num(at, 1) if at is not None else "" for at in (_mean_at_epoch(curves, e) for e in marks)]
         epochs = ", ".join(f"{round(epoch, 1):g}" for epoch, _ in bests)
         row.append(f"{statistics.mean(best for _, best in bests):.1f} ({epochs})")
@@ -804,163 +792,14 @@ def _at_epoch(curve: List[List[float]], epoch: int) -> Optional[float]:
     return score if abs(epoch_at - epoch) <= 0.05 else None
 
 
-# ---- distillation ----
-
-KIND_ROWS = {"teacher": 0, "ensemble": 1, "student": 2}
-VARIANT_ORDER = ("gold", "soft", "topk", "silver")
-STUDENT_COLUMNS = [
-    "model",
-    "test F1",
-    "seeds",
-    "dev F1",
-    "Δ test F1 vs gold student",
-    "chars/s, batch 64, 1 thread",
-    "train s (median)",
-]
-
-
-def distillation_groups(records: Dict[str, Record], dataset: str) -> Dict[str, List[str]]:
-    """GROUP -> its records' ids in the table's order (teachers, ensemble, students gold, soft, topk, silver)."""
-    groups: Dict[str, List[str]] = {}
-    for rid, rec in records.items():
-        if rec["question"] == "accuracy" and rec.get("dataset") == dataset and "distillation" in rec["setup"]:
-            groups.setdefault(rec["setup"]["distillation"], []).append(rid)
-
-    def order(rid: str) -> Tuple:
-        s = records[rid]["setup"]
-        variant = s.get("variant") or ""
-        rank = VARIANT_ORDER.index(variant) if variant in VARIANT_ORDER else len(VARIANT_ORDER)
-        number = re.search(r"(\d+)$", rid)  # teacher0, teacher1, ..., teacher10
-        return (KIND_ROWS.get(s.get("kind"), 9), rank, variant, int(number.group(1)) if number else 0, rid)
-
-    return {group: sorted(rids, key=order) for group, rids in sorted(groups.items())}
-
-
-def group_setting(records: Dict[str, Record], rids: Sequence[str], key: str) -> Any:
-    """A setting of a distillation group: the first of its records' setups that holds it."""
-    return next((records[r]["setup"][key] for r in rids if records[r]["setup"].get(key) is not None), None)
-
-
-def group_gold(records: Dict[str, Record], rids: Sequence[str]) -> Optional[str]:
-    """The id of the group's gold student: its own, or the ordinary accuracy record its `gold_record` names."""
-    own = [
-        r for r in rids if records[r]["setup"].get("kind") == "student" and records[r]["setup"].get("variant") == "gold"
-    ]
-    return own[0] if own else group_setting(records, rids, "gold_record")
-
-
-def gold_delta(records: Dict[str, Record], rid: str, gold: Optional[str]) -> Optional[float]:
-    """Test F1 of the ensemble or a student (not the gold one) less the gold student's; None for other rows."""
-    s = records[rid]["setup"]
-    compared = s.get("kind") == "ensemble" or (s.get("kind") == "student" and s.get("variant") != "gold")
-    if gold is None or gold not in records or not compared:
-        return None
-    return round(records[rid]["figures"]["test_f1"]["mean"] - records[gold]["figures"]["test_f1"]["mean"], 2)
-
-
 def derived_numbers(records: Dict[str, Record]) -> List[float]:
-    """The figures the tables compute rather than read (the students table's Δ test F1), for the check
+    """The figures the tables compute rather than read (the dev-curves table's means), for the check
     that every number of a table comes from the records."""
     out = []
-    for d in DATASETS:
-        for rids in distillation_groups(records, d).values():
-            gold = group_gold(records, rids)
-            out += [x for x in (gold_delta(records, r, gold) for r in rids) if x is not None]
     for rec in records.values():
         if rec["question"] == "accuracy":
             out += _curve_figures(rec)
     return out
-
-
-def student_row(rec: Record, model: str, delta: Optional[float]) -> List[str]:
-    fig = rec["figures"]
-    dev = fig.get("dev_f1", {}).get("mean")
-    return [
-        model,
-        f1(rec),
-        ", ".join(map(str, rec["seeds"])) or "–",
-        num(dev, 2) if dev is not None else "–",
-        "" if delta is None else f"{delta:+.2f}",
-        num(fig.get("test_chars_per_s", {}).get("median")),
-        train_seconds(rec),
-    ]
-
-
-def override_label(key: str, value: Any) -> str:
-    """A config override as a caption says it: the setting's last name and its value, a registered
-    function by the file it reads (`char_vectors = m3e-chars.vec`)."""
-    name = key.rsplit(".", 1)[-1]
-    if isinstance(value, dict):
-        value = Path(str(value["path"])).name if "path" in value else value.get("@misc", value)
-    return f"{name} = {value}"
-
-
-def student_block(t: Tables, dataset: str, group: str, rids: List[str]) -> str:
-    """One distillation run: a line naming it, then its table (references, teachers, ensemble, students)."""
-    records = t.records
-    student_ids = [r for r in rids if records[r]["setup"].get("kind") == "student"]
-    gold = group_gold(records, rids)
-    rows = []
-    for rid in dict.fromkeys(group_setting(records, rids, "reference_records") or []):
-        rec = t.get(rid)
-        rows.append(student_row(rec, f"reference: {rec['title']}", None))
-    # A run without its own gold student takes the gold row from an ordinary accuracy record (`gold_record`),
-    # which must have trained the student's architecture on the same dataset for as many epochs.
-    borrowed = None
-    if gold is not None and gold not in rids:
-        other = t.get(gold)
-        for rid in student_ids:
-            for key, have, want in (
-                ("dataset", other.get("dataset"), records[rid].get("dataset")),
-                ("architecture", other["setup"].get("architecture"), records[rid]["setup"].get("architecture")),
-                ("epochs", other["setup"].get("epochs"), records[rid]["setup"].get("epochs")),
-            ):
-                if have != want:
-                    raise ValueError(f"{rid}: its gold_record {gold} has {key} {have!r}, the student {want!r}")
-        if student_ids:
-            name = records[student_ids[0]]["setup"]["row"].split(": ", 1)[0]
-        else:
-            name = "student" + (f" {Path(other['setup']['config']).name}" if other["setup"].get("config") else "")
-        borrowed = student_row(other, f"{name}: gold (record `{gold}`)", None)
-    for rid in rids:
-        if borrowed and rid == (student_ids or [None])[0]:
-            rows.append(borrowed)
-        rec = t.get(rid)
-        rows.append(student_row(rec, rec["setup"].get("row") or rec["title"], gold_delta(records, rid, gold)))
-    if borrowed and not student_ids:
-        rows.append(borrowed)
-
-    first = records[(student_ids or rids)[0]]
-    about = [first["setup"].get("architecture"), first["setup"].get("inputs"), epochs(first)]
-    settings = []
-    for key, label in (
-        ("soft_weight", "α = "),
-        ("temperature", "T = "),
-        ("top_k", "K = "),
-        ("silver_ratio", "silver ratio "),
-    ):
-        value = group_setting(records, rids, key)
-        variant = {"top_k": "topk", "silver_ratio": "silver"}.get(key)
-        if value is not None and (
-            variant is None or any(records[r]["setup"].get("variant") == variant for r in student_ids)
-        ):
-            settings.append(f"{label}{value:g}")
-    about += [override_label(k, v) for k, v in (first["setup"].get("overrides") or {}).items()]
-    caption = f"**{DATASET_NAMES[dataset]}**, `{group}`: students {', '.join(x for x in about if x)}"
-    caption += f"; {', '.join(settings)}" if settings else ""
-    return f"{caption}\n\n{table(STUDENT_COLUMNS, rows)}"
-
-
-def students(t: Tables) -> str:
-    """Students beside their teachers: one block per distillation run (records sharing `setup.distillation`),
-    Resume's first, then Weibo's, MSRA's. Two optional setup keys of a run's records: `gold_record`, the id of an
-    ordinary accuracy record that stands for a gold student the run did not train, and `reference_records`,
-    ids of accuracy records shown at the top of the block."""
-    out = []
-    for d in DATASETS:
-        for group, rids in distillation_groups(t.records, d).items():
-            out.append(student_block(t, d, group, rids))
-    return "\n\n".join(out) if out else table(STUDENT_COLUMNS, [])
 
 
 # Tables that gather figures shown again, with their provenance, further down.
@@ -976,7 +815,6 @@ TABLES: Dict[str, Callable[[Tables], str]] = {
     "accuracy-msra": lambda t: accuracy_by_dataset(t, "msra"),
     "pretrained-inputs": pretrained_inputs,
     "dev-curves": dev_curves,
-    "students": students,
     "calibration": calibration,
     "cpu-inference": cpu_inference,
     "probabilities-cost": probabilities_cost,
@@ -1004,7 +842,7 @@ TABLES: Dict[str, Callable[[Tables], str]] = {
 
 def provenance(t: Tables, ids: Sequence[str]) -> str:
     """Where a table's figures come from: the machine once, then one line per run (the records that one
-    command wrote at one time, such as a distillation run's one a row, share its line)."""
+    command wrote at one time share its line)."""
     machines = {t.records[i]["machine"] for i in ids if t.records[i]["question"] != "reference"}
     same = len(machines) == 1
     lines: List[str] = [f"Machine: {next(iter(machines))}."] if same else []

@@ -21,7 +21,7 @@ the default peer never left F1 0.
     python benchmarks/transformer.py resume --epochs 3 --model ../shared/vectors/m3e-small
     python benchmarks/transformer.py msra --epochs 1 --skip-peer --set training.eval_frequency=1839
     python benchmarks/transformer.py weibo --epochs 3 --seeds 0 1 2 --skip-peer --config resume_dcsan_trf.cfg
-    python benchmarks/transformer.py resume --epochs 6 --skip-peer --gpu-id 0 --output training/teach/resume_trf
+    python benchmarks/transformer.py resume --epochs 6 --skip-peer --gpu-id 0 --output training/trf/resume
 
 Each run also writes accuracy result records as accuracy.py does (benchmarks/results.py; figures from
 accuracy.seeds_figures): ours as accuracy-DATASET-ARCH-INPUTS-Nep-sSEEDS-TRANSFORMER, e.g.
@@ -167,8 +167,8 @@ def main() -> None:
         "--output",
         type=Path,
         default=None,
-        help="keep flat_ner's runs in OUTPUT/flatSEED, with checkpoints (a teacher for distillation.py; the same "
-        "command run again goes on from where a stopped run stood); default: a temporary folder, spacy train",
+        help="keep flat_ner's runs in OUTPUT/flatSEED, with checkpoints (trained pipelines to evaluate or reuse; "
+        "the same command run again goes on from where a stopped run stood); default: a temporary folder, spacy train",
     )
     results_option(parser)
     args = parser.parse_args()

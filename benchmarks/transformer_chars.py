@@ -2,7 +2,7 @@
 
 The single-character entries of the model's vocabulary, each with its row of the input
 (word-piece) embedding matrix: a static table that `spacy-flat.word2vec_char_vectors.v1`
-reads as a student's character vectors, so a model without a transformer starts from
+reads as a model's character vectors, so a model without a transformer starts from
 the transformer's own view of each character.
 
     python benchmarks/transformer_chars.py ../shared/vectors/m3e-small training/pretrain/m3e-chars.vec

@@ -1,4 +1,4 @@
-"""`python -m spacy_flat`: the command line of `spacy_flat.cli.main`."""
+"""`python -m spacy_flat`: the commands of `python -m spacy flat`, run by `spacy_flat.cli.main`."""
 
 import sys
 

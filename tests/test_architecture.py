@@ -28,12 +28,9 @@ MAY_IMPORT: Dict[str, Set[str]] = {
     "layers": {"base", "crf", "nn", "lattice", "decoding", "layers"},
     "pipeline": {"base", "crf", "lattice", "decoding", "layers", "pipeline"},
     "training": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training"},
-    "distillation": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training", "annotate"}
-    | {"vectors", "distillation"},
     "annotate": {"base", "annotate"},
     "vectors": {"base", "vectors"},
-    "cli": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training", "annotate", "vectors"}
-    | {"distillation", "cli"},
+    "cli": {"base", "crf", "lattice", "decoding", "layers", "pipeline", "training", "annotate", "vectors"} | {"cli"},
     "root": {"base", "lattice", "decoding", "layers", "pipeline", "training", "cli", "root"},
 }
 # Part -> libraries its modules never import.

@@ -164,7 +164,7 @@ def test_device_decoded_batches_score_only_at_their_temperature(family):
     nlp = family["flat"]
     ner = nlp.get_pipe("flat_ner")
     docs = [nlp.make_doc(text) for text in TEXTS]
-    args = (docs, ner.segmenter, ner.model, ner.boundary_rules, ner.tagger, ner.tag_set)
+    args = (docs, ner.segmenter, ner.tagger, ner.boundary_rules, ner.tag_set)
     decoded = decode_docs(*args, on_device=True, temperature=2.0)
     on_device, on_host = decoded.scored(2.0), decode_docs(*args).scored(2.0)
     assert [[span[:3] for span in doc] for doc in on_device] == [[span[:3] for span in doc] for doc in on_host]
@@ -245,5 +245,5 @@ def test_calibration_keeps_its_emissions_on_the_host(family, tmp_path):
     finally:
         ner.cfg["decoding"] = "auto"
     assert len(scored.batches) > 1
-    assert all(b.device_runs is None and isinstance(b.scores, numpy.ndarray) for b in scored.batches)
+    assert all(isinstance(b.tagged.scores, numpy.ndarray) for b in scored.batches)
     assert scored.outcomes(0.5) and scored.outcomes(2.0)

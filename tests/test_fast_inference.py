@@ -5,7 +5,6 @@ tables rebuilt per call, projected position rows computed per batch, thinc's own
 predict, one CRF bucket per batch): the
 entities are identical and their probabilities equal to float precision."""
 
-import importlib
 import pickle
 
 import numpy
@@ -18,7 +17,6 @@ from spacy_flat.nn.flat.position_keys import PositionKeyCache
 from spacy_flat.nn.flat.positions import PositionFusion
 
 # The module, not the `torch_tagger` function that `spacy_flat.layers` exports under its name.
-torch_tagger_module = importlib.import_module("spacy_flat.layers.tagger_handle")
 
 TEXTS = [
     "张三在北京大学工作。",
@@ -49,9 +47,6 @@ def test_shortcuts_change_no_prediction(trained_nlp, monkeypatch):
     monkeypatch.setattr(PositionFusion, "_tables", lambda self, lo, hi, kinds: (lo, self._build(lo, hi, kinds)))
     monkeypatch.setattr(PositionKeyCache, "keys", lambda self, pos, fusion, w_kr: w_kr(fusion(pos)))
     monkeypatch.setattr(InPlacePyTorchShim, "predict", PyTorchShim.predict)
-    monkeypatch.setattr(
-        torch_tagger_module, "length_buckets", lambda lengths: [[i for i, n in enumerate(lengths) if n]]
-    )
     slow_entities, slow_scores = predictions(nlp)
     assert fast_entities == slow_entities
     for fast, slow in zip(fast_scores, slow_scores):

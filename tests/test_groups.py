@@ -8,7 +8,7 @@ import pytest
 from spacy.training import Example
 
 import spacy_flat.layers.flat_model as groups_module
-from spacy_flat.lattice.batching import PADDING_SLACK, budget_batches, length_buckets
+from spacy_flat.lattice.batching import PADDING_SLACK, budget_batches
 from spacy_flat.layers.flat_model import group_lengths
 
 from .conftest import FAMILY, build_family, one_segment_per_group, tiny_examples
@@ -116,13 +116,3 @@ def test_device_groups_predict_as_cpu_groups(architecture, monkeypatch):
     assert calls and calls[0][2] is True and len(grouped(*calls[0])) == 1 < len(grouped(*calls[0][:2], False))
     for row, segment in enumerate(segments):
         numpy.testing.assert_allclose(device[row, : len(segment)], cpu[row, : len(segment)], rtol=1e-5, atol=1e-5)
-
-
-def test_crf_buckets_bound_their_padding_and_skip_empty_rows():
-    lengths = [5, 0, 40, 6, 41, 7, 0, 120]
-    buckets = length_buckets(lengths, slack=1.25)
-    assert sorted(i for bucket in buckets for i in bucket) == [0, 2, 3, 4, 5, 7]
-    assert buckets == [[0, 3, 5], [2, 4], [7]]
-    for bucket in buckets:
-        assert len(bucket) * max(lengths[i] for i in bucket) <= 1.25 * sum(lengths[i] for i in bucket)
-    assert length_buckets([0, 0]) == []

@@ -153,39 +153,6 @@ def test_project_pretrained_on_a_slice(tmp_path: Path):
     assert cfg["word_types"][:2] == ["place", "person"]
 
 
-@needs_shared
-def test_project_distillation_on_a_slice(tmp_path: Path):
-    """Distillation end to end: a FLAT+transformer teacher (the tiny ALBERT) trained two steps on a
-    Weibo slice, silver sentences from a slice of the raw Weibo posts (Weibo's dev and test held
-    back), a student distilled two steps from both, scored on test."""
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(ROOT / "project.yml", project)
-    shutil.copytree(ROOT / "configs", project / "configs")
-    (project / "assets" / "weibo").mkdir(parents=True)
-    for split in ("train", "dev", "test"):
-        name = f"weiboNER_2nd_conll.{split}"
-        head_sentences(SHARED / "data" / "weibo" / name, project / "assets" / "weibo" / name, 20)
-    raw = project / "raw"
-    raw.mkdir()
-    with lzma.open(SHARED / "corpora" / "smp2020-ewect_usual_eval_labeled.json.xz", "rt", encoding="utf8") as f:
-        posts = json.load(f)[:40]
-    (raw / "posts.jsonl").write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in posts), encoding="utf8")
-    overrides = [
-        "--vars.dataset=weibo",
-        "--vars.train_override=training.max_steps=2",
-        f"--vars.teacher_transformer={SHARED / 'vectors' / 'albert-tiny-chinese'}",
-        "--vars.raw_text=raw",
-        "--vars.max_silver=30",
-    ]
-    run_workflow(project, "distillation", "assets/weibo/", overrides)
-    report = json.loads((project / "corpus" / "weibo" / "silver.json").read_text(encoding="utf8"))
-    assert report["documents"] > 0 and report["sentences"] == report["kept"] + sum(report["dropped"].values())
-    written = (project / "training" / "weibo_student" / "distill.cfg").read_text(encoding="utf8")
-    assert "training/weibo_teacher/model-best" in written and "spacy-flat.gold_and_silver.v1" in written
-    assert json.loads((project / "metrics" / "weibo_student" / "scores.json").read_text(encoding="utf8"))
-
-
 def _wheel_requires_flat(wheel: Path) -> bool:
     import zipfile
 

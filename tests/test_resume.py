@@ -343,20 +343,3 @@ def test_the_fingerprint_leaves_out_where_the_data_lies_and_nothing_else(data: P
     assert "corpora.train.gold_preproc" in found.config and "corpora.dev.gold_preproc" in found.config
     assert "corpora.train.path" not in found.config and not any(k.startswith("paths.") for k in found.config)
     assert list(found.data["train"].values()) == [sha256_file(data / "train.spacy")]
-
-
-def test_the_checkpoints_fingerprint_leaves_the_target_store_out(data):
-    """Where the targets are kept changes no weight, and the file grows as the run goes on: a
-    resumed run must not be refused for it."""
-    from spacy.util import load_config
-
-    from spacy_flat.training.fingerprint import compare, fingerprint
-
-    config = load_config(CONFIG, overrides=overrides(data, 4), interpolate=False)
-    block = {"teachers": [str(ROOT / "configs")], "target_store": str(ROOT / "setup.py")}
-    config["flat_distillation"] = block
-    with_store = fingerprint(config)
-    config["flat_distillation"] = {**block, "target_store": None}
-    assert "flat_distillation.teachers" in with_store.config
-    assert not any("target_store" in key for key in [*with_store.config, *with_store.files])
-    assert compare(with_store, fingerprint(config)) == ([], [])

@@ -1,10 +1,10 @@
 """The probability of each decoded entity's tag run, for a whole batch at once:
-the forward-backward of `marginals.py` over packed rows (`packed.Packed`), with
-logs taken only where a run begins or ends.
+the forward-backward of `host_marginals.py` over packed rows (`host_viterbi.Packed`),
+with logs taken only where a run begins or ends.
 
-`marginals.forward_backward` returns every log alpha and beta, which a
-teacher's soft targets need; an entity's probability needs two entries and
-log Z, and the logs of the rest were a sizeable part of the work.
+`host_marginals.forward_backward` returns every log alpha and beta; an entity's
+probability needs two entries and log Z, and the logs of the rest were a sizeable
+part of the work.
 """
 
 from typing import Tuple
@@ -100,7 +100,7 @@ def _run_ends(
     tail: numpy.ndarray,
 ) -> Tuple[numpy.ndarray, numpy.ndarray, numpy.ndarray]:
     """log alpha at each run's first character and tag, log beta at its last,
-    and each row's log Z, by `marginals.forward_backward`'s rescaled recursion.
+    and each row's log Z, by `host_marginals.forward_backward`'s rescaled recursion.
 
     The forward pass runs longest row first; the backward pass has every row
     aligned at its own last character, so at step t both are prefixes of the

@@ -213,20 +213,6 @@ class ConstrainedCRF(nn.Module):
                 self.end_transitions.double().cpu().numpy() / temperature,
             )
 
-    def marginals(self, emissions: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0) -> List[numpy.ndarray]:
-        """Each row's tag marginals p_t(y), (length, n_tags) float32, by the same
-        float64 forward-backward as `run_probabilities` (no gradient): a teacher's
-        soft targets, or one member of an ensemble.
-
-        emissions (torch.Tensor): (batch, length, n_tags) scores.
-        mask (torch.Tensor): (batch, length) bool, each row a prefix of True.
-        temperature (float): Every potential is divided by it.
-        """
-        scores, lengths, trans, start, end = self._host_potentials(emissions, mask, temperature)
-        alpha, beta, log_z = forward_backward(scores, lengths, trans, start, end)
-        probs = numpy.exp(alpha + beta - log_z[:, None, None])
-        return [probs[b, :n].astype("float32") for b, n in enumerate(lengths)]
-
     def run_probabilities(
         self,
         emissions: torch.Tensor,
@@ -237,7 +223,7 @@ class ConstrainedCRF(nn.Module):
         """The probability of each given tag run under the CRF: the marginal that
         the characters from `start` on take exactly those tags (an entity's
         B…L or U run), by the forward-backward algorithm in float64 NumPy
-        (`marginals.forward_backward`).
+        (`host_marginals.forward_backward`).
 
         emissions (torch.Tensor): (batch, length, n_tags) scores.
         mask (torch.Tensor): (batch, length) bool, each row a prefix of True.

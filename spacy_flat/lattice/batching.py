@@ -50,26 +50,3 @@ def budget_batches(
         own += longest * longest
     if batch:
         yield batch
-
-
-def length_buckets(lengths: Sequence[int], slack: float = 1.25) -> List[List[int]]:
-    """Group indices, sorted by length, so that each group's padded size (rows x
-    longest) stays within `slack` times the sum of its lengths: the CRF's
-    recursions run over a group's longest row, and a batch of 64 docs padded to
-    its longest spent most of its steps on padding.
-
-    lengths (Sequence[int]): Characters per row; rows of length 0 are left out.
-    RETURNS (List[List[int]]): Indices into `lengths`, shortest first.
-    """
-    groups: List[List[int]] = []
-    group: List[int] = []
-    own = 0
-    for i in sorted((i for i in range(len(lengths)) if lengths[i]), key=lengths.__getitem__):
-        if group and (len(group) + 1) * lengths[i] > slack * (own + lengths[i]):
-            groups.append(group)
-            group, own = [], 0
-        group.append(i)
-        own += lengths[i]
-    if group:
-        groups.append(group)
-    return groups

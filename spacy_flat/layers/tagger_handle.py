@@ -1,6 +1,8 @@
-"""The FLAT torch module as a thinc layer, and the one handle the component
-uses to reach it: device, shapes, CRF loss and decoding."""
+"""The one handle the component uses to reach the model of any architecture: device, shapes,
+CRF loss, and prediction (the tag scores of a batch of segments and the entity runs decoded from
+them, on the model's device or on the host)."""
 
+from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy
@@ -8,21 +10,42 @@ import torch
 from thinc.api import Model, PyTorchGradScaler, torch2xp
 from thinc.types import Floats3d
 
-from ..crf.kbest import crf_k_best, top_paths_loss
-from ..crf.model import FORBIDDEN, ConstrainedCRF
-from ..crf.posteriors import soft_target_loss
+from ..crf.host_runs import Runs, tag_runs
+from ..crf.model import ConstrainedCRF
+from ..decoding.boundaries import BoundaryRules
 from ..decoding.tags import TagSet
-from ..lattice.batching import length_buckets
 from ..lattice.resources import FlatResources
+from ..lattice.windows import Segment
 from ..nn.tagger import LatticeTagger
 from ..nn.transfer import to_device
-from ..types import TopPaths
 from .arrays import host_emissions, xp_to_torch
 from .device_decoder import HostRuns, decode_on_device
 from .shim import InPlacePyTorchShim
 
 # A loss's input: the emissions of the rows that have targets, their mask, and their row numbers.
 CrfInput = Tuple[torch.Tensor, torch.Tensor, List[int]]
+
+
+@dataclass
+class Tagged:
+    """A batch of segments as the model predicts it: tag scores and the entity runs read from them.
+
+    lengths (List[int]): Characters per segment.
+    runs (Runs): (row, first, end, label) arrays, an entry per entity run, segment offsets.
+    probabilities (Optional[numpy.ndarray]): (runs,) each run's probability at `temperature`;
+        None if not asked for.
+    temperature (float): What the CRF's potentials were divided by for `probabilities`.
+    scores (Optional[Floats3d]): The emissions on the host, forbidden tags masked, to score the
+        runs at another temperature; None where the batch was decoded on the model's device.
+    paths (Optional[numpy.ndarray]): (segments, width) Viterbi tag ids, with `scores`.
+    """
+
+    lengths: List[int]
+    runs: Runs
+    probabilities: Optional[numpy.ndarray]
+    temperature: float = 1.0
+    scores: Optional[Floats3d] = None
+    paths: Optional[numpy.ndarray] = None
 
 
 class TorchTagger:
@@ -33,6 +56,7 @@ class TorchTagger:
     """
 
     def __init__(self, model: Model) -> None:
+        self.model = model
         self._layer = model.get_ref("tagger")
 
     @property
@@ -101,7 +125,7 @@ class TorchTagger:
         self.module.embeddings.set_char_vectors(torch.from_numpy(numpy.ascontiguousarray(table, dtype="float32")))
 
     def loss(
-        self, scores: Floats3d, gold: Sequence[Sequence[int]], weight: float = 1.0, *, read: bool = True
+        self, scores: Floats3d, gold: Sequence[Sequence[int]], *, read: bool = True
     ) -> Tuple[Union[float, torch.Tensor], Floats3d]:
         """CRF negative log-likelihood, averaged over the non-empty rows, and its
         gradient (zero for empty rows and rows without gold).
@@ -109,75 +133,15 @@ class TorchTagger:
         The CRF's own parameter gradients accumulate in the torch module and are
         applied by the next `finish_update`.
 
-        weight (float): Scales the loss and every gradient (beside a soft-target loss).
         read (bool): Return the loss as a float; False: as a 0-d tensor left on the model's device.
         """
         lengths = [len(row) for row in gold]
-        return self._backward(scores, lengths, weight, lambda crf_input: self._nll(crf_input, gold), read=read)
-
-    def soft_loss(
-        self,
-        scores: Floats3d,
-        targets: Sequence[Optional[numpy.ndarray]],
-        temperature: float = 1.0,
-        weight: float = 1.0,
-    ) -> Tuple[float, Floats3d]:
-        """Cross-entropy of the CRF's tag marginals against a teacher's
-        (`crf.posteriors.soft_target_loss`), averaged over the rows that have
-        targets, and its gradient. Accumulates CRF gradients as `loss` does.
-
-        targets: Per row, the teacher's (length, n_tags) marginals, or None.
-        """
-        lengths = [0 if row is None else len(row) for row in targets]
-
-        def compute(crf_input: CrfInput) -> torch.Tensor:
-            emissions, mask, rows = crf_input
-            wanted = numpy.zeros((*mask.shape, emissions.shape[2]), dtype="float32")
-            for k, b in enumerate(rows):
-                row = targets[b]
-                assert row is not None
-                wanted[k, : len(row)] = row
-            module_targets = to_device(wanted, emissions.device)
-            return soft_target_loss(self._crf, emissions, mask, module_targets, temperature)
-
-        return self._backward(scores, lengths, weight, compute)
-
-    def path_loss(
-        self,
-        scores: Floats3d,
-        targets: Sequence[Optional[TopPaths]],
-        temperature: float = 1.0,
-        weight: float = 1.0,
-    ) -> Tuple[float, Floats3d]:
-        """Σ_k p_k · NLL(y_k) of a teacher's best paths under the CRF
-        (`crf.kbest.top_paths_loss`), averaged over the rows that have
-        targets, and its gradient. Accumulates CRF gradients as `loss` does.
-
-        targets: Per row, the teacher's paths and their probabilities, or None.
-        """
-        lengths = [0 if row is None else row.paths.shape[1] for row in targets]
-
-        def compute(crf_input: CrfInput) -> torch.Tensor:
-            emissions, mask, rows = crf_input
-            chosen = [targets[b] for b in rows]
-            k = max(len(row.probabilities) for row in chosen if row is not None)
-            paths = numpy.zeros((len(rows), k, mask.shape[1]), dtype="int64")
-            weights = numpy.zeros((len(rows), k), dtype="float32")
-            for i, row in enumerate(chosen):
-                assert row is not None
-                paths[i, : len(row.paths), : row.paths.shape[1]] = row.paths
-                weights[i, : len(row.probabilities)] = row.probabilities
-            device = emissions.device
-            module_paths, module_weights = to_device(paths, device), to_device(weights, device)
-            return top_paths_loss(self._crf, emissions, mask, module_paths, module_weights, temperature)
-
-        return self._backward(scores, lengths, weight, compute)
+        return self._backward(scores, lengths, lambda crf_input: self._nll(crf_input, gold), read=read)
 
     def _backward(
         self,
         scores: Floats3d,
         lengths: Sequence[int],
-        weight: float,
         compute: Callable[[CrfInput], torch.Tensor],
         read: bool = True,
     ) -> Tuple[Any, Floats3d]:
@@ -192,7 +156,7 @@ class TorchTagger:
         filled = (emissions[to_device(rows, self.device)] if len(rows) < len(lengths) else emissions)[:, :width]
         mask = _padded([lengths[b] for b in rows], self.device)[:, :width]
         loss = compute((filled, mask, rows)) / max(1, len(rows))
-        (loss * weight).backward()
+        loss.backward()
         assert emissions.grad is not None
         return float(loss.item()) if read else loss.detach(), cast(Floats3d, torch2xp(emissions.grad))
 
@@ -211,48 +175,61 @@ class TorchTagger:
         assert crf is not None, "LatticeTagger.configure was not called"
         return crf
 
-    def marginals(
+    def predict(
         self,
-        scores: Floats3d,
-        lengths: Sequence[int],
-        forbidden: Optional[numpy.ndarray] = None,
+        segments: Sequence[Segment],
+        rules: Optional[BoundaryRules],
+        tag_set: TagSet,
+        *,
+        on_device: bool = False,
         temperature: float = 1.0,
-    ) -> List[numpy.ndarray]:
-        """Each row's tag marginals, (length, n_tags) float32, under the same
-        constraints as `decode` (`ConstrainedCRF.marginals`)."""
-        out = [numpy.zeros((0, self._crf.num_tags), dtype="float32") for _ in lengths]
-        for rows in length_buckets(lengths):
-            emissions, mask = self._constrained(scores, lengths, forbidden, rows)
-            for b, probs in zip(rows, self._crf.marginals(emissions, mask, temperature)):
-                out[b] = probs
-        return out
+        probabilities: bool = True,
+    ) -> Tagged:
+        """Score a batch of segments and decode its entity runs under `rules`.
 
-    def top_paths(
-        self,
-        scores: Floats3d,
-        lengths: Sequence[int],
-        forbidden: Optional[numpy.ndarray] = None,
-        k: int = 1,
-        temperature: float = 1.0,
-    ) -> List[TopPaths]:
-        """Each row's k best paths under the same constraints as `decode`
-        (`crf.kbest.crf_k_best`), with their probabilities renormalised over
-        them: exp(s_k / T) / Σ_j exp(s_j / T) for path scores s. A row with fewer
-        allowed paths than k has fewer; an empty row has none.
+        on_device (bool): Decode on the model's device (`device_runs`), falling back to the
+            host for a batch the device cannot decode exactly.
+        temperature (float): Divides the CRF's potentials for the runs' probabilities.
+        probabilities (bool): Compute each run's probability.
+        RETURNS (Tagged): The tag scores (host decoding only) and the entity runs.
         """
-        paths, totals = crf_k_best(
-            self._crf, host_emissions(scores, None), numpy.asarray(lengths, "int64"), k, forbidden
-        )
-        out: List[TopPaths] = []
-        for b, n in enumerate(lengths):
-            kept = numpy.isfinite(totals[b]) & (n > 0)
-            scored = totals[b, kept]
-            probabilities = numpy.exp((scored - (scored.max() if len(scored) else 0.0)) / temperature)
-            # Paths as int16 (tag ids are few): a cache of a corpus's targets stays small.
-            out.append(
-                TopPaths(paths[b, kept, :n].astype("int16"), (probabilities / probabilities.sum()).astype("float32"))
+        lengths = [len(segment) for segment in segments]
+        if not any(lengths):
+            none = numpy.zeros((0,), dtype="int64")
+            empty = numpy.zeros((0,), dtype="float64") if probabilities else None
+            return Tagged(lengths, (none, none, none, none), empty, temperature)
+        scores = self.model.predict(list(segments))
+        forbidden = None if rules is None else rules.forbidden([s.text for s in segments], tag_set, scores.shape[1])
+        if on_device:
+            found = self.device_runs(scores, lengths, forbidden, tag_set.labels, temperature, probabilities)
+            if found is not None:
+                return Tagged(lengths, found[0], found[1], temperature)
+        # Masked once on the host, for Viterbi and the probabilities alike.
+        emissions = cast(Floats3d, host_emissions(scores, forbidden))
+        paths = self.best_paths(emissions, lengths)
+        row, first, end, label = tag_runs(tag_set.labels).runs(paths, lengths)
+        probs = None
+        if probabilities:
+            probs = self.span_probabilities(emissions, lengths, None, (row, first, end, paths), temperature)
+        return Tagged(lengths, (row, first, end, label), probs, temperature, emissions, paths)
+
+    def rescored(self, tagged: Tagged, temperature: float) -> numpy.ndarray:
+        """The probabilities of a host-decoded batch's runs at another temperature (calibration).
+        RETURNS (numpy.ndarray): (runs,) float64."""
+        if tagged.probabilities is not None and tagged.temperature == temperature:
+            return tagged.probabilities
+        if tagged.scores is None or tagged.paths is None:
+            if not len(tagged.runs[0]):
+                return numpy.zeros((0,), dtype="float64")
+            computed = "none" if tagged.probabilities is None else "some"
+            raise ValueError(
+                f"these docs were decoded on the device with probabilities at temperature {tagged.temperature} "
+                f"({computed} computed), not at {temperature}: decode them on the host "
+                "(decode_docs(..., on_device=False)) to score them at several temperatures"
             )
-        return out
+        row, first, end, _ = tagged.runs
+        runs = (row, first, end, tagged.paths)
+        return self.span_probabilities(tagged.scores, tagged.lengths, None, runs, temperature)
 
     def decode(
         self, scores: Floats3d, lengths: Sequence[int], forbidden: Optional[numpy.ndarray] = None
@@ -301,18 +278,6 @@ class TorchTagger:
         """
         emissions = host_emissions(scores, forbidden)
         return self._crf.span_probabilities(emissions, numpy.asarray(lengths, dtype="int64"), runs, temperature)
-
-    def _constrained(
-        self, scores: Floats3d, lengths: Sequence[int], forbidden: Optional[numpy.ndarray], rows: List[int]
-    ) -> Tuple[torch.Tensor, torch.Tensor]:
-        """The emissions of `rows`, cut to their longest, with forbidden tags masked, and their mask."""
-        width = max(lengths[b] for b in rows)
-        # Rows come sorted by length (`length_buckets`): select them even when all are there.
-        emissions = xp_to_torch(scores[rows, :width], device=self.device)
-        if forbidden is not None:
-            chosen = to_device(forbidden[rows, :width], self.device)
-            emissions = emissions.masked_fill(chosen, FORBIDDEN)
-        return emissions, _padded([lengths[b] for b in rows], self.device)
 
 
 def _padded(lengths: Sequence[int], device: torch.device) -> torch.Tensor:

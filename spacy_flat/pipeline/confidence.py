@@ -8,21 +8,18 @@ on by default (`scores_key`), at the cost of one forward-backward pass.
 """
 
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, cast
+from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import numpy
 from spacy.tokens import Doc, Span, SpanGroup
-from thinc.api import Model
-from thinc.types import Floats3d
 
-from ..crf.host_runs import Runs, tag_runs
+from ..crf.host_runs import Runs
 from ..decoding.boundaries import BoundaryRules
 from ..decoding.entities import place_char_entities
 from ..decoding.tags import TagSet
 from ..lattice.windows import Segment, Segmenter, Window
 from ..layers import TorchTagger
-from ..layers.arrays import host_emissions
-from ..layers.device_decoder import HostRuns
+from ..layers.tagger_handle import Tagged
 from ..types import CharSpan, ScoredSpan
 
 
@@ -53,56 +50,30 @@ def doc_texts(segments: Sequence[Segment], plans: Sequence[Sequence[Window]]) ->
 
 @dataclass
 class Decoded:
-    """A batch of docs encoded and decoded once: everything entity spans and
-    their probabilities are read from, at any temperature or threshold.
-
-    scores: The emissions on the host, forbidden tags already masked (`forbidden` None).
-    paths: (segments, width) Viterbi tag ids, each row's valid to its length.
-    device_runs: Decoded on the model's device instead: the entity runs and their
-        probabilities at `temperature` (None if not computed); `scores` and `paths` are None.
+    """A batch of docs as the model tagged it (`TorchTagger.predict`), and how its segments
+    map back to the docs: each doc's entity spans, with their probabilities at any temperature
+    (host decoding) or threshold.
     """
 
     segmenter: Segmenter
     plans: List[List[Window]]
     tagger: TorchTagger
     tag_set: TagSet
-    scores: Optional[Floats3d]
-    lengths: List[int]
-    forbidden: Optional[numpy.ndarray]
-    paths: Optional[numpy.ndarray]
-    device_runs: Optional[HostRuns] = None
-    temperature: float = 1.0
+    tagged: Tagged
     # Each doc's text, as segmenting read it: writing the entities need not read `doc.text` again.
     texts: Optional[List[str]] = None
 
     def spans(self) -> List[List[CharSpan]]:
         """RETURNS (List[List[CharSpan]]): Each doc's entities, doc offsets."""
-        if self.device_runs is not None:
-            return self._with_texts(self.segmenter.merge(self.plans, self._by_segment(self.device_runs[0])))
-        if self.paths is None:
-            return self._with_texts([[] for _ in self.plans])
-        runs = tag_runs(self.tag_set.labels).runs(self.paths, self.lengths)
-        return self._with_texts(self.segmenter.merge(self.plans, self._by_segment(runs)))
+        return self._with_texts(self.segmenter.merge(self.plans, self._by_segment(self.tagged.runs)))
 
     def scored(self, temperature: float = 1.0, threshold: float = 0.0) -> List[List[ScoredSpan]]:
         """Each doc's entities with their probabilities, those below `threshold` left out.
 
         temperature (float): Divides every CRF potential (calibration; 1.0: as trained).
         """
-        if self.device_runs is not None:
-            (row, first, end, label), probs = self.device_runs
-            if probs is None or temperature != self.temperature:
-                raise ValueError(
-                    f"these docs were decoded on the device with probabilities at temperature {self.temperature} "
-                    f"({'none' if probs is None else 'some'} computed), not at {temperature}: decode them on "
-                    "the host (decode_docs(..., on_device=False)) to score them at several temperatures"
-                )
-        elif self.scores is None or self.paths is None:
-            return self._with_texts([[] for _ in self.plans])
-        else:
-            row, first, end, label = tag_runs(self.tag_set.labels).runs(self.paths, self.lengths)
-            runs = (row, first, end, self.paths)
-            probs = self.tagger.span_probabilities(self.scores, self.lengths, self.forbidden, runs, temperature)
+        probs = self.tagger.rescored(self.tagged, temperature)
+        row, first, end, label = self.tagged.runs
         kept = probs >= threshold
         kept_runs = (row[kept], first[kept], end[kept], label[kept])
         return self._with_texts(self.segmenter.merge(self.plans, self._by_segment(kept_runs, probs[kept])))
@@ -116,7 +87,7 @@ class Decoded:
     def _by_segment(self, runs: Runs, probs: Optional[numpy.ndarray] = None) -> List[List[Any]]:
         """Each segment's spans (start, end, label[, probability]) from runs as arrays."""
         labels = self.tag_set.labels
-        out: List[List[Any]] = [[] for _ in self.lengths]
+        out: List[List[Any]] = [[] for _ in self.tagged.lengths]
         row, first, end, label = (part.tolist() for part in runs)
         if probs is None:
             for r, s, e, k in zip(row, first, end, label):
@@ -130,36 +101,25 @@ class Decoded:
 def decode_docs(
     docs: Sequence[Doc],
     segmenter: Segmenter,
-    model: Model,
-    rules: Optional[BoundaryRules],
     tagger: TorchTagger,
+    rules: Optional[BoundaryRules],
     tag_set: TagSet,
     *,
     on_device: bool = False,
     temperature: float = 1.0,
     probabilities: bool = True,
 ) -> Decoded:
-    """Cut `docs` into segments, score them with `model` and decode them under `rules`.
+    """Cut `docs` into segments and have the model tag them under `rules` (`TorchTagger.predict`).
 
-    on_device (bool): Decode on the model's device (`TorchTagger.device_runs`), the entities'
-        probabilities at `temperature` only (with `probabilities`); False: on the host, where
-        `Decoded.scored` can score them at any temperature.
+    on_device (bool): Decode on the model's device, the entities' probabilities at `temperature`
+        only (with `probabilities`); False: on the host, where `Decoded.scored` can score them
+        at any temperature.
     """
     segments, plans = segmenter.segments(list(docs))
-    lengths = [len(segment) for segment in segments]
-    texts = doc_texts(segments, plans)
-    if not any(lengths):
-        return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, None, texts=texts)
-    scores = model.predict(segments)
-    forbidden = None if rules is None else rules.forbidden([s.text for s in segments], tag_set, scores.shape[1])
-    if on_device:
-        found = tagger.device_runs(scores, lengths, forbidden, tag_set.labels, temperature, probabilities)
-        if found is not None:
-            return Decoded(segmenter, plans, tagger, tag_set, None, lengths, None, None, found, temperature, texts)
-    # Masked once on the host, for Viterbi and the probabilities alike.
-    emissions = cast(Floats3d, host_emissions(scores, forbidden))
-    paths = tagger.best_paths(emissions, lengths)
-    return Decoded(segmenter, plans, tagger, tag_set, emissions, lengths, None, paths, texts=texts)
+    tagged = tagger.predict(
+        segments, rules, tag_set, on_device=on_device, temperature=temperature, probabilities=probabilities
+    )
+    return Decoded(segmenter, plans, tagger, tag_set, tagged, doc_texts(segments, plans))
 
 
 def above(spans: Sequence[ScoredSpan], threshold: float) -> List[ScoredSpan]:

@@ -6,7 +6,6 @@ from spacy.training import Example
 
 from ..decoding.tags import TagSet
 from ..lattice.windows import Segment, Segmenter
-from .teaching import is_silver
 
 
 def gold_segments(
@@ -15,19 +14,13 @@ def gold_segments(
     """Segments to encode with their gold tag ids; an empty doc has one empty
     segment, so the segments name every doc of the batch, in order.
 
-    RETURNS: the segments, their tag ids (none for a silver doc, which has no
-        gold), and the reference labels the tag set lacks (their entities are
-        left out of the gold tags).
+    RETURNS: the segments, their tag ids, and the reference labels the tag set
+        lacks (their entities are left out of the gold tags).
     """
     segments: List[Segment] = []
     gold: List[List[int]] = []
     unknown: Set[str] = set()
     for eg in examples:
-        if is_silver(eg.reference):
-            for segment, _ in segmenter.training_segments(eg.predicted, []):
-                segments.append(segment)
-                gold.append([])
-            continue
         spans = [(e.start_char, e.end_char, e.label_) for e in eg.reference.ents]
         missing = {label for _, _, label in spans if label not in tag_set.labels}
         if missing:

@@ -18,8 +18,6 @@ Other settings that name a file or a folder (word vectors, a bigram table, a lex
 same way: the checkpoint keeps the digest of what they name, so the same file under another path is
 the same run, and another file under the same path is not.
 
-`flat_distillation.target_store` is left out as well: the file keeps the teachers' targets, which do
-not depend on it, and it grows as the run goes on.
 """
 
 import hashlib
@@ -41,8 +39,6 @@ ALLOWED_ON_RESUME = (
     "training.logger",
     "training.optimizer.learn_rate",
 )
-# Settings that change no weight and name a file that changes as the run goes on: never compared.
-NOT_COMPARED = ("flat_distillation.target_store",)
 # Changes that are allowed but make the resumed run differ from one uninterrupted run.
 CHANGES_THE_RUN = ("training.optimizer.learn_rate",)
 
@@ -99,10 +95,9 @@ def fingerprint(config: Config) -> Fingerprint:
     corpora = {"train": training["train_corpus"], "dev": training["dev_corpus"]}
     readers = resolve_dot_names(interpolated, list(corpora.values()))
     data = {split: _hash_corpus(reader) for split, reader in zip(corpora, readers)}
-    # Where the data lies is left out: its content is compared (a reader's `path`, or a student's `gold` and
-    # `silver`). Those keys exactly: `gold_preproc`, say, is a setting like any other.
-    data_keys = {f"{dot_name}.{key}" for dot_name in corpora.values() for key in ("path", "gold", "silver")}
-    left_out = data_keys | set(NOT_COMPARED)
+    # Where the data lies is left out: its content is compared (a reader's `path`). That key exactly:
+    # `gold_preproc`, say, is a setting like any other.
+    left_out = {f"{dot_name}.path" for dot_name in corpora.values()}
     flat = {key: value for key, value in _flatten(interpolated) if not key.startswith("paths.") and key not in left_out}
     files = {key: digest for key, value in flat.items() if (digest := path_digest(value)) is not None}
     return Fingerprint(flat, data, versions(), files)
@@ -167,16 +162,15 @@ def _flatten(config: Dict[str, Any], prefix: str = "") -> Iterator[Tuple[str, An
 
 
 def _hash_corpus(reader: Any) -> Dict[str, str]:
-    """The sha256 of each file a corpus reads: a `spacy.Corpus`'s `path` (a file or a folder of .spacy
-    files), or each of the `paths` of a reader that reads several (`spacy-flat.gold_and_silver.v1`)."""
+    """The sha256 of each file a corpus reads: a `spacy.Corpus`'s `path`, a file or a folder of .spacy files."""
     from spacy.training.corpus import FILE_TYPE, walk_corpus
 
-    paths = getattr(reader, "paths", None) or ([reader.path] if getattr(reader, "path", None) is not None else [])
-    if not paths:
+    path = getattr(reader, "path", None)
+    if path is None:
         raise ResumeRefusedError(
             f"cannot fingerprint the corpus reader {type(reader).__name__}: resuming needs readers with a `path`"
         )
-    files = sorted(file for path in paths for file in walk_corpus(path, FILE_TYPE))
+    files = sorted(walk_corpus(path, FILE_TYPE))
     return {str(Path(file).resolve()): sha256_file(Path(file)) for file in files}
 
 

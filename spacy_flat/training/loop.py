@@ -60,7 +60,6 @@ def train(
     settings: Optional[CheckpointSettings] = None,
     stdout: Optional[IO] = None,
     stderr: Optional[IO] = None,
-    prepare: Optional[Callable[[Language], None]] = None,
 ) -> Path:
     """Train a pipeline from a config, going on from the output directory's newest checkpoint.
 
@@ -71,8 +70,6 @@ def train(
     settings (Optional[CheckpointSettings]): When to checkpoint.
     stdout (Optional[IO]): Where the log goes (default: sys.stdout, as it is at the call).
     stderr (Optional[IO]): Where the loggers' second stream goes (default: sys.stderr).
-    prepare (Optional[Callable[[Language], None]]): Called with the initialized pipeline before the
-        first step of every process of the run (distillation sets the student's teachers here).
     RETURNS (Path): The final model-last.
     """
     settings = settings or CheckpointSettings()
@@ -106,8 +103,6 @@ def train(
             model = getattr(proc, "model", None)
             if isinstance(model, Model) and model.has_ref("features"):
                 set_feature_cache(model, output_path / "feature-cache")
-        if prepare is not None:
-            prepare(nlp)
         run = TrainingRun(nlp, output_path, store, current, use_gpu)
         if checkpoint is None:
             clean_output_dir(output_path)
