@@ -25,6 +25,8 @@ setup(
         "pyahocorasick>=2.0",
         "numpy>=1.21",
         "srsly>=2.4",
+        # The commands' Annotated parameters (spaCy itself allows typer from 0.3).
+        "typer>=0.9",
     ],
     extras_require={
         "cuda12x": ["cupy-cuda12x>=12"],
@@ -80,8 +82,9 @@ setup(
         "thinc_schedules": [
             "spacy-flat.warmup_linear.v1 = spacy_flat.training.schedules:warmup_linear_from_first_step",
         ],
-        "spacy_readers": ["spacy-flat.gold_and_silver.v1 = spacy_flat.distillation.corpus:create_gold_and_silver"],
         "spacy_scorers": ["spacy-flat.char_ner_scorer.v1 = spacy_flat.pipeline.scorer:make_char_ner_scorer"],
+        # `python -m spacy flat COMMAND`: spaCy's CLI loads this group and adds the commands.
+        "spacy_cli": ["spacy_flat = spacy_flat.cli.main:flat_cli"],
     },
     classifiers=[
         "Framework :: spaCy",

@@ -3,9 +3,10 @@ save it with the pipeline, and say what it does (on test too, if given)."""
 
 import json
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Annotated, Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import spacy
+from spacy.cli._util import Arg, Opt
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 
@@ -20,6 +21,7 @@ from ..errors import FlatError
 from ..pipeline.confidence import Decoded, decode_docs
 from ..pipeline.flat_ner import FlatNER
 from ..types import CharSpan
+from .app import flat_cli
 
 THRESHOLDS = (0.5, 0.7, 0.9)
 
@@ -36,7 +38,7 @@ class Scored:
         docs = (Doc(nlp.vocab, words=[t.text for t in d], spaces=[False] * len(d)) for d in gold)
         others = [name for name, _ in nlp.pipeline if name != ner.name]
         ready = list(nlp.pipe(docs, disable=[ner.name], batch_size=batch_size)) if others else list(docs)
-        parts = (ner.segmenter, ner.model, ner.boundary_rules, ner.tagger, ner.tag_set)
+        parts = (ner.segmenter, ner.tagger, ner.boundary_rules, ner.tag_set)
         self.batches: List[Decoded] = [
             decode_docs(ready[i : i + batch_size], *parts) for i in range(0, len(ready), batch_size)
         ]
@@ -83,3 +85,19 @@ def calibrate(
         nlp.to_disk(output)
         (output / "calibration.json").write_text(json.dumps(report, indent=2), encoding="utf8")
     return temperature, report
+
+
+@flat_cli.command("calibrate")
+def calibrate_cli(
+    model: Annotated[str, Arg()],
+    dev: Annotated[Path, Arg()],
+    output: Annotated[Optional[Path], Opt("--output", help="write the calibrated pipeline here")] = None,
+    test: Annotated[Optional[Path], Opt("--test", help="also report calibration on this DocBin")] = None,
+) -> None:
+    """fit the temperature of the entity probabilities on dev and save it with the pipeline"""
+    temperature, report = calibrate(model, dev, output, test)
+    print(f"temperature {temperature:.3f}")
+    for split in ("dev", "test"):
+        if split in report:
+            ece = report[split]["before"]["ece"], report[split]["after"]["ece"]
+            print(f"{split}: expected calibration error {ece[0]:.4f} before, {ece[1]:.4f} after")

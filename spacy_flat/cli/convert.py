@@ -10,16 +10,26 @@ import json
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, TextIO, Tuple
+from typing import Annotated, Callable, Dict, Iterator, List, Optional, TextIO, Tuple
 
+from spacy.cli._util import Arg, Opt
 from spacy.tokens import Doc, DocBin
 from spacy.vocab import Vocab
 
 from ..errors import ConversionError
 from ..types import CharSpan
+from .app import flat_cli
 
-SCHEMES = ("BMES", "BIO", "BIOES")
+
+class Scheme(str, Enum):
+    BMES = "BMES"
+    BIO = "BIO"
+    BIOES = "BIOES"
+
+
+SCHEMES = tuple(scheme.value for scheme in Scheme)
 # Tag prefixes mapped to roles: begin, inside, end (last), single (unit).
 PREFIX_ROLE = {"B": "B", "I": "I", "M": "I", "E": "L", "L": "L", "S": "U", "U": "U"}
 
@@ -297,3 +307,33 @@ def convert(
         file=log,
     )
     return report, cut, len(docs) - cut
+
+
+class FileFormat(str, Enum):  # auto: .json and .jsonl files are JSON lines, any other tagged characters
+    auto = "auto"
+    conll = "conll"
+    jsonl = "jsonl"
+
+
+@flat_cli.command("convert")
+def convert_cli(
+    input_path: Annotated[Path, Arg(metavar="INPUT")],
+    output_path: Annotated[Path, Arg(metavar="OUTPUT")],
+    scheme: Annotated[Optional[Scheme], Opt("--scheme", help="force the tag scheme")] = None,
+    file_format: Annotated[FileFormat, Opt("--format")] = FileFormat.auto,
+    dev_last: Annotated[int, Opt("--dev-last", help="write the last N sentences to --dev-output")] = 0,
+    dev_output: Annotated[Optional[Path], Opt("--dev-output")] = None,
+    rename_labels: Annotated[
+        str, Opt("--rename-labels", metavar="OLD=NEW,...", help="rename entity labels, e.g. NR=PER,NS=LOC,NT=ORG")
+    ] = "",
+) -> None:
+    """convert NER data (BMES/BIO/BIOES, Weibo, JSON lines) to a DocBin"""
+    convert(
+        input_path,
+        output_path,
+        scheme=scheme.value if scheme else None,
+        file_format=file_format.value,
+        dev_last=dev_last,
+        dev_output=dev_output,
+        rename=parse_renames(rename_labels),
+    )

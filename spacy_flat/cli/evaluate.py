@@ -3,17 +3,20 @@
 import json
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Set
+from typing import Annotated, Any, Dict, List, Optional, Set
 
 import spacy
+from spacy.cli._util import Arg, Opt
 from spacy.language import Language
 from spacy.scorer import PRFScore
 from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 
+from ..errors import FlatError
 from ..pipeline.flat_ner import FlatNER
 from ..pipeline.scorer import score_char_entities
 from ..types import CharSpan
+from .app import flat_cli
 from .report import report_html, thresholds_curve
 
 
@@ -73,6 +76,24 @@ def evaluate(
     (output / "scores.md").write_text(markdown_table(scores), encoding="utf8")
     (output / "samples.html").write_text(report_html(scores, examples, n_samples), encoding="utf8")
     return scores
+
+
+@flat_cli.command("evaluate")
+def evaluate_cli(
+    model: Annotated[str, Arg()],
+    data: Annotated[Path, Arg()],
+    output: Annotated[Path, Arg()],
+    gpu_id: Annotated[int, Opt("--gpu-id")] = -1,
+    samples: Annotated[int, Opt("--samples")] = 30,
+    no_boundary_rules: Annotated[
+        bool, Opt("--no-boundary-rules", help="decode without the entity-boundary rules learned in training")
+    ] = False,
+) -> None:
+    """score a pipeline: JSON, Markdown and an HTML sample page"""
+    scores = evaluate(model, data, output, n_samples=samples, gpu_id=gpu_id, boundary_rules=not no_boundary_rules)
+    print((output / "scores.md").read_text(encoding="utf8"))
+    if scores["ents_f"] is None:
+        raise FlatError("the data holds no entities to score")
 
 
 def entity_confidence(nlp: Language, examples: List[Example]) -> Optional[Dict[str, Any]]:

@@ -8,12 +8,14 @@ makes the mismatch an error that names the file, run before conversion.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import Annotated, List
 
 import srsly
+from spacy.cli._util import Arg
 
 from ..errors import AssetError
 from ..files import file_digest
+from .app import flat_cli
 
 
 def md5sum(path: Path) -> str:
@@ -48,3 +50,13 @@ def verify_assets(project_dir: Path, prefix: str) -> List[Path]:
     if problems:
         raise AssetError("; ".join(problems))
     return checked
+
+
+@flat_cli.command("verify-assets")
+def verify_assets_cli(
+    project: Annotated[Path, Arg()],
+    prefix: Annotated[str, Arg(help="check the assets whose dest starts with this, e.g. assets/resume/")],
+) -> None:
+    """check a project's assets against their md5 in project.yml"""
+    for path in verify_assets(project, prefix):
+        print(f"md5 ok: {path}")

@@ -14,14 +14,16 @@ in steps) and for schedules counted in epochs, which take the epoch's length as
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Union
+from typing import Annotated, Dict, Optional, Union
 
 import spacy
+from spacy.cli._util import Arg, Opt
 from spacy.tokens import DocBin
 from spacy.util import load_config, registry
 from thinc.api import Config
 
 from ..errors import FlatError
+from .app import flat_cli
 
 WARMUP = "training.optimizer.learn_rate.warmup_steps"
 TOTAL = "training.optimizer.learn_rate.total_steps"
@@ -129,3 +131,37 @@ def apply_overrides(config: Config, overrides: Dict[str, int]) -> Config:
             node = node[section]
         node[last] = value
     return out
+
+
+@flat_cli.command("schedule")
+def schedule_cli(
+    config: Annotated[Path, Arg()],
+    train: Annotated[Path, Arg(help="the training DocBin")],
+    epochs: Annotated[int, Opt("--epochs", help="epochs in the run (default: the config's max_epochs)")] = 0,
+    output: Annotated[Optional[Path], Opt("--output", help="write the config with the schedule set here")] = None,
+) -> None:
+    """count a config's batches on your training data and set its warm-up and decay in epochs"""
+    if not config.exists():
+        raise FlatError(f"{config}: no such config")
+    cfg = load_config(config)
+    epochs = epochs or int(cfg["training"]["max_epochs"])
+    overrides = schedule_for(cfg, train, epochs)
+    print(
+        f"{overrides[MAX_STEPS] // epochs} batches per epoch of {train} with the batcher of {config}; {epochs} epochs"
+    )
+    if PER_EPOCH in overrides:
+        print(
+            f"the rate decays after every {overrides[PER_EPOCH]} steps, evaluate every {overrides[EVAL]}; "
+            f"the run stops at step {overrides[MAX_STEPS]}, after evaluating it"
+        )
+    else:
+        print(
+            f"warm-up {overrides[WARMUP]} steps, rate zero at step {overrides[TOTAL]}, evaluate every "
+            f"{overrides[EVAL]}; the run stops at that step, after evaluating it"
+        )
+    if output is None:
+        print(" ".join(f"--{key} {value}" for key, value in overrides.items()))
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        apply_overrides(cfg, overrides).to_disk(output)
+        print(f"wrote {output}")
