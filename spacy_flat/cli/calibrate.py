@@ -39,8 +39,10 @@ class Scored:
         others = [name for name, _ in nlp.pipeline if name != ner.name]
         ready = list(nlp.pipe(docs, disable=[ner.name], batch_size=batch_size)) if others else list(docs)
         parts = (ner.segmenter, ner.tagger, ner.boundary_rules, ner.tag_set)
+        # Scored at each temperature `outcomes` asks for, so none at decoding.
+        starts = range(0, len(ready), batch_size)
         self.batches: List[Decoded] = [
-            decode_docs(ready[i : i + batch_size], *parts) for i in range(0, len(ready), batch_size)
+            decode_docs(ready[i : i + batch_size], *parts, probabilities=False) for i in starts
         ]
 
     def outcomes(self, temperature: float) -> List[Outcome]:
