@@ -1,7 +1,7 @@
 """Peak memory of a FLAT training step (batch 10) and of inference, against text length.
 
-Each measurement runs in a fresh process and reports its peak RSS over its resident
-memory just before the step (the kernel's peak is reset there). The peer, run side
+Each measurement runs in a fresh process (glibc's mmap threshold fixed, see CHILD_ENV) and reports its
+peak RSS over its resident memory just before the step (the kernel's peak is reset there). The peer, run side
 by side, is the literal position term of eq. 11: R_ij gathered per pair and
 projected by W_kR per pair (O(n^2 d^2) work, an n x n x d tensor), which is what
 the original code does.
@@ -27,10 +27,17 @@ ORIGINAL_CODE_GB = 8.4
 NOTES = (
     "Texts up to 512 characters are one window, so the windowed columns equal the whole-text ones there; "
     "the literal term at 1,000 characters would need tens of GB and was not run. The original code's "
-    "8.4 GB at 300 characters, batch 10, is its authors' figure."
+    "8.4 GB at 300 characters, batch 10, is its authors' figure. Each cell runs with glibc's mmap threshold "
+    "fixed at 128 KB (MALLOC_MMAP_THRESHOLD_), so its peak is what was live at once."
 )
 
 LENGTHS = [50, 100, 200, 300, 1000]
+# glibc raises its mmap threshold after the first large block freed, so later blocks of the same size come from
+# the heap and stay resident when freed: a cell's peak RSS then depends on which tensors happened to be freed
+# first (this code read 145 and 175 MB at 200 characters in two runs; 113 and 115 with the threshold fixed).
+# A fixed threshold turns the adjustment off: every block over 128 KB is mapped and unmapped, and the peak is
+# what was live at once.
+CHILD_ENV = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "131072"}
 LITERAL_MAX = 300  # the literal term at 1000 characters would need tens of GB
 
 
@@ -147,7 +154,10 @@ def main() -> None:
                     cells[(mode, impl)] = None
                     continue
                 out = subprocess.run(
-                    [sys.executable, __file__, "--one", str(length), mode, impl], capture_output=True, text=True
+                    [sys.executable, __file__, "--one", str(length), mode, impl],
+                    capture_output=True,
+                    text=True,
+                    env=CHILD_ENV,
                 )
                 if out.returncode != 0:
                     cells[(mode, impl)] = {"peak_mb": float("nan"), "words_per_text": 0.0}
