@@ -40,6 +40,9 @@ setup(
         # The transformer and pkuseg tests run in CI, never skipped for a missing package.
         "test": [
             "pytest>=7",
+            # Coverage of subprocesses through coverage's own `patch = subprocess` (pyproject.toml).
+            "pytest-cov>=7",
+            "coverage>=7.10",
             # The reference the CRF's recursions are tested against (tests/crf_reference.py).
             "pytorch-crf>=0.7.2",
             "hypothesis>=6",

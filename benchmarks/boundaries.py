@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent))
 from common import machine, markdown_table
 
 # The same inputs and the same verdict as the tests.
-from tests.test_boundaries import HOSTILE, entity_ok
+from tests.decoding.test_boundaries import HOSTILE, entity_ok
 
 
 def entities(nlp: spacy.Language, rules: bool) -> List[List[Tuple[str, str]]]:

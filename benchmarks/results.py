@@ -3,7 +3,7 @@
 Every benchmark script ends by calling `record(...)`, which writes its figures with what a reader needs to
 trust them: the command line, the date, spacy-flat's version and commit, the machine, torch's thread count,
 the load average before and after, and the seeds. `render.py` builds BENCHMARKS.md and the README's result
-tables from these files alone, and `tests/test_results.py` fails when a table and its data disagree.
+tables from these files alone, and `benchmarks/tests/test_results.py` fails when a table and its data disagree.
 
 A script writes `benchmarks/results/<name>.json`, the name made from what was measured (question, dataset,
 model, budget, seeds), so measuring the same thing again replaces the file (git keeps the old one); pass

@@ -22,7 +22,7 @@ from spacy.util import fix_random_seed, registry
 from spacy_flat.lattice.char_vocab import CharVocab
 from spacy_flat.lattice.lexicon import Lexicon
 
-from .conftest import ROOT, SHARED, SMALL_WORDS, TESTS, TINY, small_config, tiny_examples, tiny_records
+from .util import ROOT, SHARED, SMALL_WORDS, TESTS, TINY, small_config, tiny_examples, tiny_records
 
 COMPAT = TESTS / "data" / "compat"
 # Texts whose entities the saved pipelines must keep predicting: the tiny corpus,

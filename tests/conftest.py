@@ -1,167 +1,42 @@
-"""Shared fixtures: a tiny corpus, a small lexicon, and one trained pipeline."""
+"""The fixtures every test may ask for, and the lanes: `--runslow` and `--rungpu`."""
 
-import json
-from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Callable, Dict, List
 
-import numpy
 import pytest
-import spacy
 from spacy.language import Language
-from spacy.training import Example
-from spacy.util import fix_random_seed
 
-from spacy_flat.lattice.lexicon import Lexicon
-
-TESTS = Path(__file__).parent
-ROOT = TESTS.parent
-SHARED = ROOT.parent / "shared"
-TINY = TESTS / "data" / "tiny.jsonl"
-
-# Words for a small lexicon; tests that need jieba's full dictionary load it themselves.
-SMALL_WORDS = [
-    "北京",
-    "北京大学",
-    "大学",
-    "上海",
-    "工作",
-    "华为",
-    "华为公司",
-    "公司",
-    "广州",
-    "出生",
-    "清华",
-    "清华大学",
-    "南京",
-    "腾讯",
-    "腾讯公司",
-    "任职",
-    "杭州",
-    "居住",
-    "复旦",
-    "复旦大学",
-    "深圳",
-    "毕业",
-    "天气",
-    "今天",
-]
-
-needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"{SHARED} (the shared data) is absent")
-
-
-def tiny_records() -> List[dict]:
-    return [json.loads(line) for line in TINY.read_text(encoding="utf8").splitlines() if line.strip()]
-
-
-def tiny_examples(nlp: Language) -> List[Example]:
-    examples = []
-    for rec in tiny_records():
-        spans = [(s, e + 1, lab) for lab, surf in rec["label"].items() for pos in surf.values() for s, e in pos]
-        examples.append(Example.from_dict(nlp.make_doc(rec["text"]), {"entities": spans}))
-    return examples
-
-
-def small_lexicon() -> Callable[[], Lexicon]:
-    return lambda: Lexicon(SMALL_WORDS)
-
-
-def small_config() -> dict:
-    """A small, fast model (the defaults are the paper's sizes)."""
-    return {
-        "model": {
-            "@architectures": "spacy-flat.FlatTagger.v2",
-            "width": 32,
-            "n_heads": 4,
-            "ffn_width": 64,
-            "word_width": 16,
-            "word_rows": 500,
-            "embed_dropout": 0.0,
-            "dropout": 0.0,
-            "output_dropout": 0.0,
-        }
-    }
-
-
-def build_small(steps: int = 120, seed: int = 0) -> Language:
-    """A small FLAT pipeline with the small lexicon, trained on the tiny corpus."""
-    fix_random_seed(seed)
-    nlp = spacy.blank("zh")
-    ner = nlp.add_pipe("flat_ner", config=small_config())
-    examples = tiny_examples(nlp)
-    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
-    optimizer = nlp.create_optimizer()
-    for _ in range(steps):
-        nlp.update(examples, sgd=optimizer)
-    return nlp
-
-
-# The family's architectures at the small sizes, for tests that run each of them.
-SMALL_SIZES = {"width": 32, "n_heads": 4, "ffn_width": 64, "embed_dropout": 0.0, "dropout": 0.0, "output_dropout": 0.0}
-FAMILY = {
-    "flat": small_config()["model"],
-    "tener": {"@architectures": "spacy-flat.TenerTagger.v2", **SMALL_SIZES},
-    "dcsan": {"@architectures": "spacy-flat.DcsanTagger.v2", **SMALL_SIZES, "word_width": 16, "word_rows": 500},
-    "lattice_lstm": {
-        "@architectures": "spacy-flat.LatticeLstmTagger.v2",
-        "width": 32,
-        "word_width": 16,
-        "word_rows": 500,
-        "embed_dropout": 0.0,
-        "output_dropout": 0.0,
-    },
-}
-
-
-def build_family(
-    architecture: str, steps: int = 30, seed: int = 0, *, component: Optional[Dict[str, Any]] = None, **settings: Any
-) -> Language:
-    """A small pipeline of one of the family's architectures (FAMILY), with the small
-    lexicon, trained on the tiny corpus; `settings` override the architecture's and
-    `component` sets the component's own (`int8_inference`, ...)."""
-    fix_random_seed(seed)
-    nlp = spacy.blank("zh")
-    ner = nlp.add_pipe("flat_ner", config={**(component or {}), "model": {**FAMILY[architecture], **settings}})
-    examples = tiny_examples(nlp)
-    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
-    optimizer = nlp.create_optimizer()
-    for _ in range(steps):
-        nlp.update(examples, sgd=optimizer)
-    return nlp
-
-
-def scores_of(nlp: Language, text: str) -> numpy.ndarray:
-    """The emission scores `flat_ner`'s model gives `text`, as the component segments it."""
-    ner = nlp.get_pipe("flat_ner")
-    segments, _ = ner.segmenter.segments([nlp.make_doc(text)])
-    return ner.model.predict(segments)
-
-
-def one_segment_per_group(monkeypatch: pytest.MonkeyPatch) -> List[int]:
-    """Make the group loop encode each segment on its own, as the attention
-    budget does for long documents. RETURNS: the group count of each call."""
-    import spacy_flat.layers.flat_model as groups_module
-    from spacy_flat.lattice.batching import budget_batches
-
-    counts: List[int] = []
-
-    def one_each(lengths, **_):  # type: ignore[no-untyped-def]
-        groups = list(budget_batches(lengths, pair_budget=1))
-        counts.append(len(groups))
-        return iter(groups)
-
-    monkeypatch.setattr(groups_module, "budget_batches", one_each)
-    return counts
+from .util import FAMILY, build_family, build_small
 
 
 @pytest.fixture(scope="session")
 def trained_nlp() -> Language:
-    """Trained once per test run; tests must not update it."""
+    """A small FLAT pipeline, trained once per test run; tests must not update it."""
     return build_small()
 
 
+# Steps of the shared pipelines: enough that each architecture predicts entities of the tiny corpus.
+FAMILY_STEPS = {"tener": 30, "dcsan": 30, "lattice_lstm": 60}
+
+
+@pytest.fixture(scope="session")
+def family_nlp(trained_nlp: Language) -> Callable[[str], Language]:
+    """The small pipeline of each architecture of FAMILY, trained once per test run on the first
+    call for it (FLAT's is `trained_nlp`); tests must not update them. A test that needs other
+    settings trains its own with `build_family`."""
+    trained: Dict[str, Language] = {"flat": trained_nlp}
+
+    def get(architecture: str) -> Language:
+        if architecture not in trained:
+            assert architecture in FAMILY, architecture
+            trained[architecture] = build_family(architecture, steps=FAMILY_STEPS[architecture])
+        return trained[architecture]
+
+    return get
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--runslow", action="store_true", help="run tests marked slow")
-    parser.addoption("--rungpu", action="store_true", help="run tests marked gpu (needs CUDA)")
+    parser.addoption("--runslow", action="store_true", help="run the tests marked slow (end to end)")
+    parser.addoption("--rungpu", action="store_true", help="run the tests marked gpu (needs CUDA)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:

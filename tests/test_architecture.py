@@ -151,3 +151,13 @@ def test_readme_folder_table_names_every_folder():
     readme = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf8")
     listed = set(re.findall(r"^\| `spacy_flat/([a-z_]+)/` \|", readme, flags=re.M))
     assert listed == set(FOLDERS), (sorted(set(FOLDERS) - listed), sorted(listed - set(FOLDERS)))
+
+
+def test_the_tests_mirror_the_package():
+    """`tests/<folder>/` holds the tests of `spacy_flat/<folder>/`: one folder of tests for each folder of the
+    package, and none for a folder that is not there. Package-wide tests stay at the top of `tests/`."""
+    tests = Path(__file__).parent
+    mirrored = {p.name for p in tests.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert mirrored == set(FOLDERS), (sorted(set(FOLDERS) - mirrored), sorted(mirrored - set(FOLDERS)))
+    for folder in mirrored:
+        assert list((tests / folder).glob("test_*.py")), f"tests/{folder}/ holds no tests"

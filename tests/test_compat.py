@@ -28,7 +28,9 @@ def test_saved_pipeline_loads_and_predicts_the_same_entities(path):
 RECORDED = json.loads(LOSSES.read_text(encoding="utf8"))
 
 
-@pytest.mark.parametrize("name", sorted(RECORDED))
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n.endswith("_trf.cfg") else n for n in sorted(RECORDED)]
+)
 def test_spacy_train_gives_the_recorded_losses(name, tmp_path):
     needed = {"resume_trf.cfg": TINY_BERT, "resume_dcsan_trf.cfg": TINY_BERT, "msra_news.cfg": WORD_VECTORS}.get(name)
     if needed is not None and not needed.exists():

@@ -18,8 +18,8 @@ import pytest
 import spacy
 from spacy.language import Language
 
-from .conftest import FAMILY, ROOT, build_family, build_small, tiny_records
-from .test_device_decoding import LONG, TEXTS, SyncCounter, assert_same, outputs
+from .crf.test_device_decoding import LONG, TEXTS, assert_same, outputs
+from .util import FAMILY, ROOT, SyncCounter, build_family, build_small, tiny_records
 
 pytestmark = pytest.mark.gpu
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from thinc.api import require_gpu
 require_gpu(0)
 sys.path.insert(0, {root!r})
-from tests.conftest import FAMILY, build_family, build_small
+from tests.util import FAMILY, build_family, build_small
 texts = json.loads(sys.argv[1])
 builds = {{"small": lambda: build_small(steps=60)}}
 builds.update({{name: (lambda name=name: build_family(name, steps=40)) for name in sorted(FAMILY)}})
@@ -107,7 +107,7 @@ import math, spacy
 from thinc.api import require_gpu
 require_gpu(0)
 import sys; sys.path.insert(0, {str(ROOT)!r})
-from tests.conftest import small_config, small_lexicon, tiny_examples, tiny_records
+from tests.util import small_config, small_lexicon, tiny_examples, tiny_records
 config = small_config()
 config["model"]["mixed_precision"] = True
 config["model"]["mixed_precision_dtype"] = {dtype!r}
@@ -214,7 +214,7 @@ from thinc.api import SGD, PyTorchShim, require_gpu
 if {gpu!r}:
     require_gpu(0)
 from spacy_flat.layers.shim import InPlacePyTorchShim
-from tests.test_row_averages import _averaged, _pipeline
+from tests.layers.test_row_averages import _averaged, _pipeline
 
 def run(dense):
     nlp, shim, halves = _pipeline()
@@ -405,7 +405,7 @@ def test_a_training_step_on_the_gpu_never_waits_for_it(
     import spacy_flat.layers.torch_tagger as torch_wrapper
     from spacy_flat.layers.losses import DeviceLosses
 
-    from .conftest import tiny_examples
+    from .util import tiny_examples
 
     if DRY_RUN:  # plan on the host as on a GPU
         monkeypatch.setattr(torch_wrapper, "plans_positions_on_host", lambda device: True)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import pytest
 from spacy.cli.package import package
@@ -16,7 +16,7 @@ from spacy.language import Language
 
 import spacy_flat
 
-from .conftest import FAMILY, build_family
+from .util import FAMILY
 
 TEXTS = ["张三在北京大学工作。", "李四", "", "王五住在上海，在华为公司任职。" * 3]
 Predictions = List[List[Tuple[int, int, str, float]]]
@@ -53,14 +53,16 @@ def run(*command: str, **kwargs) -> subprocess.CompletedProcess:  # type: ignore
 
 
 @pytest.fixture(scope="module")
-def packaged(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Dict[str, Predictions], Dict[str, Predictions]]:
+def packaged(
+    tmp_path_factory: pytest.TempPathFactory, family_nlp: Callable[[str], Language]
+) -> Tuple[Dict[str, Predictions], Dict[str, Predictions]]:
     """Each architecture trained, packaged, installed and run in a fresh interpreter.
     RETURNS: the predictions before packaging and after, by architecture."""
     tmp = tmp_path_factory.mktemp("packaging")
     (tmp / "packages").mkdir()
     expected, directories = {}, []
     for architecture in FAMILY:
-        nlp = build_family(architecture)
+        nlp = family_nlp(architecture)
         expected[architecture] = predictions(nlp)
         nlp.to_disk(tmp / architecture)
         # The package directory only, by `spacy package`'s own function in this process (its command
@@ -93,6 +95,7 @@ def packaged(tmp_path_factory: pytest.TempPathFactory) -> Tuple[Dict[str, Predic
     return expected, after
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("architecture", sorted(FAMILY))
 def test_a_packaged_pipeline_installs_loads_by_name_and_predicts_the_same(architecture: str, packaged) -> None:
     expected, after = packaged

@@ -16,7 +16,7 @@ import srsly
 
 from spacy_flat.cli.project_assets import md5sum
 
-from .conftest import ROOT, SHARED, needs_shared
+from .util import ROOT, SHARED, needs_shared
 
 
 def head_sentences(src: Path, dest: Path, n: int) -> None:
@@ -42,6 +42,7 @@ def run_workflow(project: Path, workflow: str, sliced: Union[str, Tuple[str, ...
 
 
 @needs_shared
+@pytest.mark.slow
 def test_project_all_on_a_slice(tmp_path: Path):
     project = tmp_path / "project"
     project.mkdir()
@@ -62,6 +63,7 @@ def test_project_all_on_a_slice(tmp_path: Path):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_project_news_on_a_slice(tmp_path: Path):
     """The general-purpose news pipeline's workflow: MSRA converted with readable labels, the bigram
     table pretrained on slices of the raw corpora (MSRA's dev and test held back), FLAT with the
@@ -124,6 +126,7 @@ def _corpus_slice(src: Path, dest: Path, lines: int) -> None:
 
 
 @needs_shared
+@pytest.mark.slow
 def test_project_pretrained_on_a_slice(tmp_path: Path):
     """Pretrained inputs end to end: convert Weibo, pretrain-vectors on slices of
     every raw corpus (leaving out Weibo's dev and test), train two steps with
@@ -206,6 +209,7 @@ def _msra_zip(path: Path, damage: bool = False) -> str:
 
 
 @needs_shared
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", [False, True])
 def test_msra_fetch_unzip_and_checksums(tmp_path: Path, damage: bool):
     """fetch-msra (from a local copy of the zip, standing in for its public home), then

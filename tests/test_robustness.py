@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spacy.training import Example
 
-from .conftest import SHARED, needs_shared, tiny_records
+from .util import SHARED, needs_shared, tiny_records
 
 HOSTILE = {
     "empty": "",
