@@ -42,8 +42,8 @@ ARCHITECTURES = [
     "spacy-flat.LatticeLstmTagger.v1",
 ]
 TOLERANCE = 1e-5
-# tests/conftest.py's SMALL_WORDS, copied rather than imported: the children run other commits' code, and
-# importing tests/conftest.py would import this checkout's package beside it. A small lexicon keeps the
+# tests/util.py's SMALL_WORDS, copied rather than imported: the children run other commits' code, and
+# importing tests/util.py would import this checkout's package beside it. A small lexicon keeps the
 # pipelines small and fast to train.
 SMALL_WORDS = [
     "北京",
@@ -170,7 +170,7 @@ def predict(nlp: Any, texts: List[str]) -> List[Dict[str, Any]]:
 
 
 def train(architecture: str, steps: int) -> Tuple[Any, Optional[float]]:
-    """A pipeline of `architecture` at its default settings, as tests/conftest.py's build_family trains one.
+    """A pipeline of `architecture` at its default settings, as tests/util.py's build_family trains one.
     RETURNS: the pipeline and its last loss."""
     import spacy
     from spacy.training import Example

@@ -87,15 +87,7 @@ def small_config() -> dict:
 
 def build_small(steps: int = 120, seed: int = 0) -> Language:
     """A small FLAT pipeline with the small lexicon, trained on the tiny corpus."""
-    fix_random_seed(seed)
-    nlp = spacy.blank("zh")
-    ner = nlp.add_pipe("flat_ner", config=small_config())
-    examples = tiny_examples(nlp)
-    ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
-    optimizer = nlp.create_optimizer()
-    for _ in range(steps):
-        nlp.update(examples, sgd=optimizer)
-    return nlp
+    return build_family("flat", steps=steps, seed=seed)
 
 
 # The family's architectures at the small sizes, for tests that run each of them.
@@ -116,11 +108,18 @@ FAMILY = {
 
 
 def build_family(
-    architecture: str, steps: int = 30, seed: int = 0, *, component: Optional[Dict[str, Any]] = None, **settings: Any
+    architecture: str,
+    steps: int = 30,
+    seed: int = 0,
+    *,
+    component: Optional[Dict[str, Any]] = None,
+    losses: Optional[List[float]] = None,
+    **settings: Any,
 ) -> Language:
     """A small pipeline of one of the family's architectures (FAMILY), with the small
     lexicon, trained on the tiny corpus; `settings` override the architecture's and
-    `component` sets the component's own (`int8_inference`, ...)."""
+    `component` sets the component's own (`int8_inference`, ...). Each step's loss is
+    appended to `losses` where it is given."""
     fix_random_seed(seed)
     nlp = spacy.blank("zh")
     ner = nlp.add_pipe("flat_ner", config={**(component or {}), "model": {**FAMILY[architecture], **settings}})
@@ -128,8 +127,31 @@ def build_family(
     ner.initialize(lambda: examples, nlp=nlp, lexicon=small_lexicon())
     optimizer = nlp.create_optimizer()
     for _ in range(steps):
-        nlp.update(examples, sgd=optimizer)
+        step = nlp.update(examples, sgd=optimizer, losses={})
+        if losses is not None:
+            losses.append(step["flat_ner"])
     return nlp
+
+
+# Texts a saved pipeline is checked on: two short ones, an empty one and one of 45 characters.
+ROUND_TRIP_TEXTS = ["张三在北京大学工作。", "李四", "", "王五住在上海，在华为公司任职。" * 3]
+
+
+def saved_and_loaded(nlp: Language, path: Path) -> Language:
+    """`nlp` saved to `path` and loaded again: the loaded pipeline gives the same scores to every
+    text of ROUND_TRIP_TEXTS, and its batches the entities `nlp` gives each text alone (some at least).
+    RETURNS: the loaded pipeline."""
+    nlp.to_disk(path)
+    loaded = spacy.load(path)
+    for text in ROUND_TRIP_TEXTS:
+        if text:
+            numpy.testing.assert_allclose(scores_of(loaded, text), scores_of(nlp, text), rtol=1e-5, atol=1e-5)
+    one_by_one = [[(e.start_char, e.end_char, e.label_) for e in nlp(t).ents] for t in ROUND_TRIP_TEXTS]
+    batched = [
+        [(e.start_char, e.end_char, e.label_) for e in d.ents] for d in loaded.pipe(ROUND_TRIP_TEXTS, batch_size=4)
+    ]
+    assert any(one_by_one) and batched == one_by_one
+    return loaded
 
 
 def scores_of(nlp: Language, text: str) -> numpy.ndarray:

@@ -4,7 +4,6 @@ batch against each doc alone, and the architecture in the component."""
 
 from typing import List, Tuple
 
-import numpy
 import pytest
 import spacy
 import torch
@@ -20,7 +19,7 @@ from spacy_flat.nn.lattice_lstm.schedule import word_slots
 from spacy_flat.nn.tagger import LatticeTagger
 from spacy_flat.pipeline.architectures import build_lattice_lstm_tagger_v2
 
-from ..util import FAMILY, SMALL_WORDS, scores_of, small_lexicon, tiny_examples
+from ..util import FAMILY, SMALL_WORDS, saved_and_loaded, small_lexicon, tiny_examples
 
 H = 3  # hidden size of one direction
 # (length, words as (first, last) characters): nested words, several words ending at
@@ -274,14 +273,7 @@ def test_the_lattice_lstm_trains_saves_loads_and_batches_like_one_doc_at_a_time(
     assert isinstance(module.encoder, LatticeLstmEncoder)
     doc = nlp("张伟毕业于北京大学。")
     assert [(e.text, e.label_) for e in doc.ents] == [("张伟", "PER"), ("北京大学", "ORG")]
-    texts = ["张三在北京大学工作。", "李四", "", "王五住在上海，在华为公司任职。" * 3]
-    nlp.to_disk(tmp_path / "lattice_lstm")
-    loaded = spacy.load(tmp_path / "lattice_lstm")
-    for text in texts[:2] + texts[3:]:
-        numpy.testing.assert_allclose(scores_of(loaded, text), scores_of(nlp, text), rtol=1e-5, atol=1e-5)
-    one_by_one = [[(e.start_char, e.end_char, e.label_) for e in nlp(t).ents] for t in texts]
-    batched = [[(e.start_char, e.end_char, e.label_) for e in d.ents] for d in loaded.pipe(texts, batch_size=4)]
-    assert batched == one_by_one and any(batched)
+    loaded = saved_and_loaded(nlp, tmp_path / "lattice_lstm")
     loaded_ner = loaded.get_pipe("flat_ner")
     loaded_ner.cfg["window_size"], loaded_ner.cfg["window_overlap"] = 12, 3
     doc = loaded("张三在北京大学工作。李四住在上海。" * 4)
