@@ -1,24 +1,28 @@
-"""Render BENCHMARKS.md and the README's result tables from the records under benchmarks/results/.
+"""Render the benchmark documents from the result records.
 
-    python benchmarks/render.py            # rewrite BENCHMARKS.md and the README's marked blocks
+    python benchmarks/render.py            # rewrite the documents below
     python benchmarks/render.py --check    # exit 1, naming each table that differs from its data
 
-BENCHMARKS.md is the template `benchmarks/results/BENCHMARKS.template.md` with its placeholders filled:
-`{{table:NAME}}` is a table built by `TABLES[NAME]` and followed by where its figures come from (command,
-date, commit, machine, threads, load); `{{v:ID:path}}` is one figure of record ID (`figures.test_f1.mean`;
-`:.1f` after the path sets the format) and `{{f1:ID}}` a record's test F1 as mean ± sd. In README.md each
-block between `<!-- results:NAME -->` and `<!-- /results:NAME -->` is `TABLES[NAME]`, without provenance.
+BENCHMARKS.md is `benchmarks/results/BENCHMARKS.template.md` with its placeholders filled from the standing
+records (benchmarks/results/*.json), and `benchmarks/archive/DECISIONS.md` is its template filled from the
+archived records (benchmarks/archive/*/results/*.json) and the standing ones. `{{table:NAME}}` is the table
+`TABLES[NAME]` builds; `{{v:ID:path}}` is one figure of record ID (`figures.test_f1.mean`; `:.1f` after the
+path sets the format); `{{f1:ID}}` is a record's test F1 as mean ± sd; `{{sources}}` names the records a
+section read and their commits; `{{index}}` links the section's entry in the page's index. Each index
+(`benchmarks/results/INDEX.md`, `benchmarks/archive/INDEX.md`) lists, section by section, the command, date,
+commit, machine, threads, load and notes of every record the section read. In README.md each block between
+`<!-- results:NAME -->` and `<!-- /results:NAME -->` is `TABLES[NAME]`.
 """
 
 import argparse
+import os
 import re
-import statistics
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import RESULTS, ROOT, load_all
+from results import ARCHIVE, RESULTS, ROOT, load_all, load_archive
 
 TEMPLATE = RESULTS / "BENCHMARKS.template.md"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
@@ -96,6 +100,31 @@ KIND_ORDER = {"pipeline": 0, "defaults": 1, "pretrained": 2, "variant": 3, "tran
 ARCH_ORDER = {"FLAT": 0, "DC-SAN": 1, "TENER": 2, "Lattice LSTM": 3, "spaCy ner": 4}
 
 
+INPUT_NAMES = {"": "embedded defaults", "defaults": "embedded defaults"}
+INPUT_WORDS = (("wiki-words", "wiki words"), ("own-bigrams", "our bigrams"), ("own-chars", "our characters"))
+INPUT_WORDS += (("-raw", " (raw corpora)"),)
+
+
+def run_label(rec: Record) -> str:
+    """RETURNS (str): What a run was, told apart from every other run of its dataset: the model, its inputs,
+    its budget, its seeds where they are not 0, 1 and 2, and where it trained."""
+    s = rec["setup"]
+    if s.get("pipeline"):
+        return f"the `{s['pipeline']}` pipeline ({s['architecture']}, {plural(s['epochs'], 'epoch')})"
+    model = s["architecture"] + (f" + {s['transformer']}" if s.get("transformer") else "")
+    inputs = s.get("inputs", "")
+    said = INPUT_NAMES.get(inputs, inputs)
+    for short, words in INPUT_WORDS:
+        said = said.replace(short, words)
+    parts = [model, said, plural(s["epochs"], "epoch")]
+    n = len(rec["seeds"])
+    if n != 3:
+        parts.append(f"seed{'s' if n > 1 else ''} {', '.join(map(str, rec['seeds']))}")
+    if rec["id"].endswith("-gpu"):
+        parts.append("on a GPU")
+    return ", ".join(parts)
+
+
 def accuracy_by_dataset(t: Tables, dataset: str) -> str:
     chosen = [rid for rid, rec in t.records.items() if rec["question"] == "accuracy" and rec.get("dataset") == dataset]
 
@@ -103,34 +132,20 @@ def accuracy_by_dataset(t: Tables, dataset: str) -> str:
         s = t.records[rid]["setup"]
         inputs = s.get("inputs", "")
         kind, arch = KIND_ORDER.get(s.get("kind"), 9), ARCH_ORDER.get(s.get("architecture"), 9)
-        return (kind, s.get("epochs") or 0, inputs.count("+"), len(inputs), arch, rid)
+        return (kind, arch, s.get("epochs") or 0, inputs.count("+"), len(inputs), rid)
 
-    rows = []
+    rows, labels = [], set()
     for rid in sorted(chosen, key=order):
         rec = t.get(rid)
-        s, fig = rec["setup"], rec["figures"]
-        model = s["architecture"] + (f" + {s['transformer']}" if s.get("transformer") else "")
-        if s.get("pipeline"):
-            model = f"the `{s['pipeline']}` pipeline ({s['architecture']})"
-        if s.get("kind") == "variant":
-            model = rec["title"].split(", ")[1]
+        fig = rec["figures"]
+        label = run_label(rec)
+        if label in labels:
+            raise ValueError(f"{rid}: a second row labelled {label!r}")
+        labels.add(label)
         per_seed = ", ".join(f"{x:.2f}" for x in fig["test_f1"].get("per_seed", [])) or "–"
         dev = fig.get("dev_f1", {}).get("mean")
-        rows.append(
-            [
-                model,
-                s.get("inputs", ""),
-                str(s.get("epochs", "")),
-                f1(rec),
-                ", ".join(map(str, rec["seeds"])),
-                per_seed,
-                num(dev, 2) if dev is not None else "–",
-                train_seconds(rec),
-                rec["date"],
-            ]
-        )
-    columns = ["model", "inputs", "epochs", "test F1", "seeds", "test F1 per seed", "dev F1", "train s", "date"]
-    return table(columns, rows)
+        rows.append([label, f1(rec), per_seed, num(dev, 2) if dev is not None else "–", train_seconds(rec)])
+    return table(["run", "test F1", "test F1 per seed", "dev F1", "train s"], rows)
 
 
 def papers(t: Tables) -> str:
@@ -141,79 +156,50 @@ def papers(t: Tables) -> str:
     return table(["published", "Resume", "Weibo", "MSRA", "setting"], rows)
 
 
-# The headline: the family at the longest budget measured over three seeds, per cell.
-HEADLINE: List[Tuple[str, Dict[str, str]]] = [
-    (
-        "FLAT, embedded defaults",
-        {
-            "resume": "accuracy-resume-flat-defaults-5ep-s012",
-            "weibo": "accuracy-weibo-flat-defaults-10ep-s012",
-            "msra": "accuracy-msra-flat-defaults-2ep-s012-gpu",
-        },
-    ),
-    (
-        "DC-SAN, embedded defaults",
-        {
-            "resume": "accuracy-resume-dcsan-defaults-5ep-s012",
-            "weibo": "accuracy-weibo-dcsan-defaults-10ep-s012",
-            "msra": "accuracy-msra-dcsan-defaults-2ep-s012-gpu",
-        },
-    ),
-    (
-        "FLAT, pretrained inputs",
-        {
-            "resume": "accuracy-resume-flat-wiki-words+own-bigrams-raw-10ep-s012",
-            "weibo": "accuracy-weibo-flat-wiki-words+own-bigrams-raw-10ep-s012",
-            "msra": "accuracy-msra-flat-wiki-words+own-bigrams-10ep-s012",
-        },
-    ),
-    (
-        "DC-SAN, pretrained inputs",
-        {
-            "resume": "accuracy-resume-dcsan-wiki-words+own-bigrams-raw-10ep-s012",
-            "weibo": "accuracy-weibo-dcsan-wiki-words+own-bigrams-raw-10ep-s012",
-            "msra": "accuracy-msra-dcsan-wiki-words+own-bigrams-10ep-s012",
-        },
-    ),
-    (
-        "Lattice LSTM, embedded defaults",
-        {
-            "resume": "accuracy-resume-lattice-lstm-defaults-30ep-s012",
-            "weibo": "accuracy-weibo-lattice-lstm-defaults-30ep-s012",
-            "msra": "accuracy-msra-lattice-lstm-defaults-2ep-s012",
-        },
-    ),
-    (
-        "FLAT + m3e-small (4-layer transformer)",
-        {
-            "resume": "accuracy-resume-flat-defaults-6ep-s012-m3e-small-gpu",
-            "weibo": "accuracy-weibo-flat-defaults-3ep-s012-m3e-small",
-            "msra": "accuracy-msra-flat-defaults-1ep-s012-m3e-small-gpu",
-        },
-    ),
-    ("DC-SAN + m3e-small", {"weibo": "accuracy-weibo-dcsan-defaults-3ep-s012-m3e-small"}),
+# The headline: the family at one budget per dataset, where every architecture has three seeds at it.
+SUMMARY_EPOCHS = {"resume": 5, "weibo": 10, "msra": 1}
+# (label, the id of each dataset's record): ids are accuracy-{dataset}-{name}-{epochs}ep-s012 unless spelled out.
+HEADLINE: List[Tuple[str, str]] = [
+    ("FLAT, embedded defaults", "flat-defaults"),
+    ("DC-SAN, embedded defaults", "dcsan-defaults"),
+    ("TENER, embedded characters (no lexicon)", "tener-defaults"),
+    ("Lattice LSTM, embedded defaults", "lattice-lstm-defaults"),
+    ("FLAT, pretrained inputs", "flat-wiki-words+own-bigrams"),
+    ("DC-SAN, pretrained inputs", "dcsan-wiki-words+own-bigrams"),
+    ("TENER, our bigrams", "tener-own-bigrams"),
+    ("spaCy ner (`--optimize accuracy`), one seed", "spacy-ner"),
 ]
-HEADLINE_PAPERS = ("FLAT", "TENER", "Lattice LSTM", "FLAT+BERT", "DC-SAN+BERT")
+
+
+def headline_id(dataset: str, name: str) -> str:
+    """RETURNS (str): The record of a headline cell: the pretrained inputs of Resume and Weibo were made from
+    the raw corpora (`-raw`), spaCy's ner ran one seed."""
+    raw = "-raw" if dataset != "msra" and ("bigrams" in name) else ""
+    seeds = "s0" if name == "spacy-ner" else "s012"
+    return f"accuracy-{dataset}-{name}{raw}-{SUMMARY_EPOCHS[dataset]}ep-{seeds}"
 
 
 def headline(t: Tables) -> str:
     rows = []
-    for label, cells in HEADLINE:
+    for label, name in HEADLINE:
         row = [label]
         for d in DATASETS:
-            if d not in cells:
-                row.append("–")
-                continue
-            rec = t.get(cells[d])
-            n = len(rec["seeds"])
-            row.append(
-                f"{f1(rec)} ({rec['setup']['epochs']} ep{'' if n == 3 else f', {n} seed' + ('s' if n > 1 else '')})"
-            )
+            rec = t.get(headline_id(d, name))
+            if rec["setup"].get("epochs") != SUMMARY_EPOCHS[d]:
+                raise ValueError(
+                    f"{rec['id']}: {rec['setup'].get('epochs')} epochs, the column's are {SUMMARY_EPOCHS[d]}"
+                )
+            row.append(f1(rec))
         rows.append(row)
-    paper = t.get("reference-papers")["figures"]
-    for name in HEADLINE_PAPERS:
-        rows.append([f"{name}, published", *(f"{paper[name][d]:.2f}" for d in DATASETS)])
-    return table(["test F1 (mean ± sd, 3 seeds)", "Resume", "Weibo", "MSRA"], rows)
+    columns = [
+        "test F1, mean ± sd of 3 seeds",
+        *(f"{DATASET_NAMES[d]}, {plural(SUMMARY_EPOCHS[d], 'epoch')}" for d in DATASETS),
+    ]
+    return table(columns, rows)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def headline_speed(t: Tables) -> str:
@@ -257,81 +243,33 @@ def headline_speed(t: Tables) -> str:
     return table(columns, out)
 
 
-CHOICES = [
+PIPELINES = [
     (
-        "`resume` pipeline",
-        "Chinese résumés: NAME, ORG, TITLE, EDU, CONT, LOC, PRO, RACE",
+        "`resume`",
+        "résumés: NAME, ORG, TITLE, EDU, CONT, LOC, PRO, RACE",
         "`spacy project run all .`",
-        [("Resume", "accuracy-resume-main-job")],
+        "accuracy-resume-main-job",
     ),
+    ("`news`", "news and general text: PER, LOC, ORG", "`spacy project run news .`", "accuracy-msra-news-pipeline"),
     (
-        "`news` pipeline",
-        "general text, news and reports: PER, LOC, ORG",
-        "`spacy project run news .`",
-        [("MSRA", "accuracy-msra-news-pipeline")],
-    ),
-    (
-        "`weibo` pipeline",
+        "`weibo`",
         "social media: PER, ORG, LOC, GPE, each named or nominal",
         "`spacy project run all . --vars.dataset weibo`",
-        [("Weibo", "accuracy-weibo-flat-defaults-10ep-s012")],
-    ),
-    (
-        "FLAT (the default)",
-        "the paper's model; ahead at the shortest budgets and on a transformer",
-        "`configs/<dataset>.cfg`",
-        [
-            ("Weibo", "accuracy-weibo-flat-wiki-words+own-bigrams-raw-10ep-s012"),
-            ("MSRA", "accuracy-msra-flat-wiki-words+own-bigrams-10ep-s012"),
-        ],
-    ),
-    (
-        "DC-SAN",
-        "the most accurate without a transformer, above all on social media; the fastest",
-        "`configs/<dataset>_dcsan.cfg`",
-        [
-            ("Weibo", "accuracy-weibo-dcsan-wiki-words+own-bigrams-raw-10ep-s012"),
-            ("MSRA", "accuracy-msra-dcsan-wiki-words+own-bigrams-10ep-s012"),
-        ],
-    ),
-    (
-        "TENER",
-        "no lexicon at all: text no word list covers, or none may be shipped",
-        "`configs/<dataset>_tener.cfg`",
-        [
-            ("Weibo", "accuracy-weibo-tener-own-bigrams-raw-10ep-s012"),
-            ("MSRA", "accuracy-msra-tener-own-bigrams-1ep-s012"),
-        ],
-    ),
-    (
-        "Lattice LSTM",
-        "the recurrent baseline of the FLAT paper",
-        "`configs/<dataset>_lattice_lstm.cfg`",
-        [
-            ("Resume", "accuracy-resume-lattice-lstm-defaults-30ep-s012"),
-            ("Weibo", "accuracy-weibo-lattice-lstm-defaults-30ep-s012"),
-        ],
-    ),
-    (
-        "FLAT or DC-SAN on a transformer",
-        "the best accuracy, at a transformer's cost",
-        "`configs/resume_trf.cfg`, `resume_dcsan_trf.cfg`",
-        [("Weibo", "accuracy-weibo-flat-defaults-3ep-s012-m3e-small")],
+        "",
     ),
 ]
 
 
 def choose(t: Tables) -> str:
     rows = []
-    for name, use, run, cells in CHOICES:
-        scores = []
-        for dataset, rid in cells:
-            rec = t.get(rid)
-            n = len(rec["seeds"])
-            seeds = "" if n == 3 else f", {n} seed" + ("s" if n > 1 else "")
-            scores.append(f"{dataset} {f1(rec)} ({rec['setup']['epochs']} ep{seeds})")
-        rows.append([name, use, run, "; ".join(scores)])
-    return table(["pipeline or architecture", "for", "run", "test F1"], rows)
+    for name, use, run, rid in PIPELINES:
+        if not rid:
+            rows.append([name, use, run, "–", "not measured at its schedule"])
+            continue
+        rec = t.get(rid)
+        dataset = DATASET_NAMES[rec["dataset"]]
+        rows.append([name, use, run, f"{dataset} {f1(rec)}", f"{plural(rec['setup']['epochs'], 'epoch')}, one run"])
+    return table(["pipeline", "labels", "train it", "test F1", "its training"], rows)
 
 
 PRETRAINED_ROWS = [
@@ -357,21 +295,6 @@ PRETRAINED_ROWS = [
             "resume": "accuracy-resume-flat-wiki-words+own-bigrams-raw-5ep-s012",
             "weibo": "accuracy-weibo-flat-wiki-words+own-bigrams-raw-10ep-s012",
             "msra": "accuracy-msra-flat-wiki-words+own-bigrams-1ep-s012",
-        },
-    ),
-    (
-        "+ typed word lists (MSRA: without our bigrams)",
-        {
-            "resume": "accuracy-resume-flat-wiki-words+own-bigrams+gazetteers-raw-5ep-s012",
-            "weibo": "accuracy-weibo-flat-wiki-words+own-bigrams+gazetteers-raw-10ep-s012",
-            "msra": "accuracy-msra-flat-wiki-words+gazetteers-1ep-s012-eval-frequency-2760",
-        },
-    ),
-    (
-        "+ our word vectors beside the wiki ones",
-        {
-            "resume": "accuracy-resume-flat-wiki-words+own-words+own-bigrams+gazetteers-raw-5ep-s012",
-            "weibo": "accuracy-weibo-flat-wiki-words+own-words+own-bigrams+gazetteers-raw-10ep-s012",
         },
     ),
 ]
@@ -576,11 +499,11 @@ GPU_PROFILE = "speed-gpu-profile-resume"
 
 
 def gpu_profile(t: Tables) -> str:
-    """Each stage's share of nlp.pipe's profiled time on a GPU (benchmarks/profile_inference.py), a column
+    """Each stage's share of nlp.pipe's profiled time on a GPU (benchmarks/tools/profile_inference.py), a column
     for each decoding and batch size; a sentence saying how to measure it while there is no record."""
     if GPU_PROFILE not in t.records:
         return (
-            f"No GPU profile is recorded yet: `bash benchmarks/device_lane.sh profile` on a GPU machine writes "
+            f"No GPU profile is recorded yet: `bash benchmarks/tools/device_lane.sh profile` on a GPU machine writes "
             f"`{GPU_PROFILE}`."
         )
     fig = t.get(GPU_PROFILE)["figures"]
@@ -632,7 +555,7 @@ def training_speed(t: Tables) -> str:
     columns = ["training set", "architecture", "where", "timed", "cold epoch s", "warm epoch s", "before", "gain",
                "feature cache"]  # fmt: skip
     missing = [rid for rid in TRAINING_SPEED if not any(m.startswith(rid) for m in measured)]
-    note = f"\n\nNot measured yet: `{missing[0]}` (`bash benchmarks/device_lane.sh training`)." if missing else ""
+    note = f"\n\nNot measured yet: `{missing[0]}` (`bash benchmarks/tools/device_lane.sh training`)." if missing else ""
     return table(columns, rows) + note
 
 
@@ -678,24 +601,10 @@ def memory_by_length(t: Tables) -> str:
     return table(columns, rows)
 
 
-def pipe_memory(t: Tables) -> str:
-    fig = t.get("memory-pipe-batch64")["figures"]
-    return table(
-        ["test set (400 docs)", "nlp.pipe at batch 64: peak above the loaded pipeline"],
-        [[DATASET_NAMES[r["dataset"]], f"{num(r['peak_mb'])} MB"] for r in fig["rows"]],
-    )
-
-
 def long_docs(t: Tables) -> str:
     fig = t.get("long-docs-windows")["figures"]
     rows = [[num(r["chars"]), f"{r['seconds']:.1f}", num(r["chars_per_s"]), num(r["peak_mb"])] for r in fig["rows"]]
     return table(["characters", "seconds", "chars/s", "peak MB over the loaded pipeline"], rows)
-
-
-def long_docs_transformer(t: Tables) -> str:
-    fig = t.get("long-docs-transformer-200k")["figures"]
-    rows = [[r["run"], f"{r['seconds']:g}", f"{r['peak_rss_gb']:.1f} GB"] for r in fig["rows"]]
-    return table(["200,200 characters, one thread", "seconds", "peak RSS"], rows)
 
 
 def annotation(t: Tables) -> str:
@@ -739,82 +648,15 @@ def pretraining(t: Tables) -> str:
     return table(["stage", "seconds"], rows)
 
 
-CURVE_EPOCHS = (1, 2, 3, 5, 10, 20, 30, 50, 75, 100)
-
-
-def dev_curves(t: Tables) -> str:
-    """Dev F1 against epochs of the runs whose records keep their curve (resumable runs): the
-    mean over the seeds of the evaluation at each whole epoch (where every seed has one), and
-    the mean of each seed's best with the epochs they came at."""
-    chosen = [
-        rid
-        for rid, rec in t.records.items()
-        if rec["question"] == "accuracy" and rec["figures"].get("dev_curve") and (rec["setup"].get("epochs") or 0) >= 5
-    ]
-    marks = [e for e in CURVE_EPOCHS if any(t.records[r]["setup"]["epochs"] >= e for r in chosen)]
-    rows = []
-    for rid in sorted(
-        chosen, key=lambda r: (DATASETS.index(t.records[r]["dataset"]), t.records[r]["setup"]["epochs"], r)
-    ):
-        rec = t.get(rid)
-        curves = rec["figures"]["dev_curve"]
-        bests = [max(curve, key=lambda point: point[1]) for curve in curves]
-        seeds = rec["seeds"][: len(curves)]
-        # Titles tell apart runs of the same architecture, inputs and budget (another batcher, say).
-        row = [f"{rec['title']}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"]
-        row += [num(at, 1) if at is not None else "" for at in (_mean_at_epoch(curves, e) for e in marks)]
-        epochs = ", ".join(f"{round(epoch, 1):g}" for epoch, _ in bests)
-        row.append(f"{statistics.mean(best for _, best in bests):.1f} ({epochs})")
-        rows.append(row)
-    return table(["dev F1 after epoch"] + [str(e) for e in marks] + ["best (epochs)"], rows)
-
-
-def _mean_at_epoch(curves: List[List[List[float]]], epoch: int) -> Optional[float]:
-    """The seeds' mean dev F1 at a whole epoch, where every seed was evaluated there."""
-    found = [_at_epoch(curve, epoch) for curve in curves]
-    return None if None in found else statistics.mean(x for x in found if x is not None)
-
-
-def _curve_figures(rec: Record) -> List[float]:
-    """The numbers the dev-curves table computes from a record: its means at whole epochs and of the best."""
-    curves = rec["figures"].get("dev_curve") or []
-    if not curves:
-        return []
-    means = [_mean_at_epoch(curves, e) for e in CURVE_EPOCHS]
-    best = statistics.mean(max(point[1] for point in curve) for curve in curves)
-    return [x for x in means if x is not None] + [best] + [point[0] for curve in curves for point in curve]
-
-
-def _at_epoch(curve: List[List[float]], epoch: int) -> Optional[float]:
-    """The dev F1 evaluated nearest a whole epoch, within a twentieth of one (a run
-    whose batcher splits an epoch unevenly evaluates a step or two off it)."""
-    epoch_at, score = min(curve, key=lambda point: abs(point[0] - epoch))
-    return score if abs(epoch_at - epoch) <= 0.05 else None
-
-
-def derived_numbers(records: Dict[str, Record]) -> List[float]:
-    """The figures the tables compute rather than read (the dev-curves table's means), for the check
-    that every number of a table comes from the records."""
-    out = []
-    for rec in records.values():
-        if rec["question"] == "accuracy":
-            out += _curve_figures(rec)
-    return out
-
-
-# Tables that gather figures shown again, with their provenance, further down.
-SUMMARIES = ("headline", "headline-speed")
-
 TABLES: Dict[str, Callable[[Tables], str]] = {
     "headline": headline,
     "headline-speed": headline_speed,
-    "choose": choose,
+    "pipelines": choose,
     "papers": papers,
     "accuracy-resume": lambda t: accuracy_by_dataset(t, "resume"),
     "accuracy-weibo": lambda t: accuracy_by_dataset(t, "weibo"),
     "accuracy-msra": lambda t: accuracy_by_dataset(t, "msra"),
     "pretrained-inputs": pretrained_inputs,
-    "dev-curves": dev_curves,
     "calibration": calibration,
     "cpu-inference": cpu_inference,
     "probabilities-cost": probabilities_cost,
@@ -827,9 +669,7 @@ TABLES: Dict[str, Callable[[Tables], str]] = {
     "gpu-family": gpu_family,
     "gpu-profile": gpu_profile,
     "memory-by-length": memory_by_length,
-    "pipe-memory": pipe_memory,
     "long-docs": long_docs,
-    "long-docs-transformer": long_docs_transformer,
     "annotation": annotation,
     "annotation-reading": annotation_reading,
     "checkpoints": checkpoints,
@@ -841,7 +681,7 @@ TABLES: Dict[str, Callable[[Tables], str]] = {
 
 
 def provenance(t: Tables, ids: Sequence[str]) -> str:
-    """Where a table's figures come from: the machine once, then one line per run (the records that one
+    """Where a section's figures come from: the machine once, then one line per run (the records that one
     command wrote at one time share its line)."""
     machines = {t.records[i]["machine"] for i in ids if t.records[i]["question"] != "reference"}
     same = len(machines) == 1
@@ -851,7 +691,7 @@ def provenance(t: Tables, ids: Sequence[str]) -> str:
     for rid in ids:
         rec = t.records[rid]
         if rec["question"] == "reference":
-            lines.append(f"- {rec['title']}: {rec['source']}.")
+            lines.append(f"- `{rid}`: {rec['title']}: {rec['source']}.")
             continue
         key = (rec["command"], rec["date"], str(rec.get("commit")), repr(sorted(rec["load"].items())), rec["machine"])
         if key not in runs:
@@ -879,6 +719,19 @@ def run_line(t: Tables, rids: Sequence[str], same_machine: bool) -> str:
     return f"- `{rec['command']}` ({rec['date']}, {code}{threads}{load_text}{where}; {names}).{note}"
 
 
+def sources(t: Tables, ids: Sequence[str]) -> str:
+    """RETURNS (str): One line naming a section's records and the commits that wrote them."""
+    by_commit: Dict[str, List[str]] = {}
+    for rid in ids:
+        rec = t.records[rid]
+        if rec["question"] == "reference":
+            continue
+        code = rec.get("commit") or f"spacy-flat {rec.get('version')}"
+        by_commit.setdefault(code, []).append(f"`{rid}`")
+    parts = [f"{', '.join(names)} at `{code}`" for code, names in by_commit.items()]
+    return f"Records: {'; '.join(parts)}." if parts else ""
+
+
 def lookup(rec: Record, path: str) -> Any:
     value: Any = rec
     for key in path.split("."):
@@ -886,16 +739,56 @@ def lookup(rec: Record, path: str) -> Any:
     return value
 
 
+def anchor(heading: str) -> str:
+    """RETURNS (str): The fragment GitHub gives a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+HEADING = re.compile(r"^(#{1,6}) +(.+)$", re.M)
+
+
+class Page:
+    """A document rendered from a template, with an index of where each section's figures come from."""
+
+    def __init__(self, template: Path, output: Path, index: Path, title: str):
+        self.template, self.output, self.index, self.title = template, output, index, title
+
+    def render(self, records: Dict[str, Record]) -> Tuple[str, str]:
+        """RETURNS (Tuple[str, str]): The page and its index."""
+        t = Tables(records)
+        text = self.template.read_text(encoding="utf8")
+        cuts = [m.start() for m in HEADING.finditer(text)]
+        pieces = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)])]
+        out, sections = [], []
+        link = os.path.relpath(self.index, self.output.parent)
+        for piece in pieces:
+            found = HEADING.match(piece)
+            heading = found.group(2) if found else ""
+            t.used = []
+            body = fill(piece, t)
+            used = list(t.used)
+            body = body.replace("{{sources}}", sources(t, used))
+            body = body.replace("{{index}}", f"[records]({link}#{anchor(heading)})")
+            out.append(body)
+            if used:
+                sections.append((found.group(1) if found else "##", heading, used))
+        index = [
+            f"# {self.title}",
+            "",
+            f"<!-- Generated by `python benchmarks/render.py` with {self.output.relative_to(ROOT)}: never edit it. -->",
+            "",
+            f"Where the figures of [{self.output.name}]({os.path.relpath(self.output, self.index.parent)}) come from,"
+            " section by section: each record's command, date, code, threads, load and notes.",
+        ]
+        for level, heading, used in sections:
+            index += ["", f"{level} {heading}", "", provenance(t, used)]
+        return "".join(out), "\n".join(index) + "\n"
+
+
 def fill(template: str, t: Tables) -> str:
     def table_block(match: "re.Match[str]") -> str:
-        t.used = []  # each table cites the records it read itself
-        name = match.group(1)
-        body = TABLES[name](t)
-        if name in SUMMARIES:
-            cited = ", ".join(f"`{rid}`" for rid in t.used if t.records[rid]["question"] != "reference")
-            return f"{body}\n\nFrom the records {cited}; their commands are under the tables below."
-        cited = provenance(t, list(t.used))
-        return f"{body}\n\n{cited}" if cited else body
+        return TABLES[match.group(1)](t)
 
     def value(match: "re.Match[str]") -> str:
         rid, path, spec = match.group(1), match.group(2), match.group(3)
@@ -913,12 +806,21 @@ def fill(template: str, t: Tables) -> str:
     return re.sub(r"\{\{f1:([^}]+)\}\}", lambda m: f1(t.get(m.group(1))), text)
 
 
+BENCHMARKS_PAGE = Page(TEMPLATE, BENCHMARKS, RESULTS / "INDEX.md", "Benchmarks: where each figure comes from")
+DECISIONS_PAGE = Page(
+    ARCHIVE / "DECISIONS.template.md",
+    ARCHIVE / "DECISIONS.md",
+    ARCHIVE / "INDEX.md",
+    "Settled experiments: where each figure comes from",
+)
+
+
 def render_benchmarks(records: Dict[str, Record]) -> str:
-    return fill(TEMPLATE.read_text(encoding="utf8"), Tables(records))
+    return BENCHMARKS_PAGE.render(records)[0]
 
 
 MARKER = re.compile(r"(<!-- results:([a-z0-9-]+) -->\n)(.*?)(<!-- /results:\2 -->)", re.S)
-MARKERS_REQUIRED = ("choose", "headline", "headline-speed")
+MARKERS_REQUIRED = ("pipelines", "headline", "headline-speed")
 
 
 def render_readme(records: Dict[str, Record], text: str) -> str:
@@ -929,6 +831,21 @@ def render_readme(records: Dict[str, Record], text: str) -> str:
             f"README.md lacks the markers of {', '.join(missing)} (<!-- results:NAME --> ... <!-- /results:NAME -->)"
         )
     return MARKER.sub(lambda m: f"{m.group(1)}{TABLES[m.group(2)](t)}\n{m.group(4)}", text)
+
+
+def documents(standing: Dict[str, Record], archived: Dict[str, Record]) -> Dict[Path, str]:
+    """RETURNS: Each rendered document's path and text: BENCHMARKS.md and its index from the standing records,
+    the README's marked tables, DECISIONS.md and its index from the archived records (beside the standing ones
+    they are compared with)."""
+    page, index = BENCHMARKS_PAGE.render(standing)
+    decisions, decisions_index = DECISIONS_PAGE.render({**standing, **archived})
+    return {
+        BENCHMARKS_PAGE.output: page,
+        BENCHMARKS_PAGE.index: index,
+        README: render_readme(standing, README.read_text(encoding="utf8")),
+        DECISIONS_PAGE.output: decisions,
+        DECISIONS_PAGE.index: decisions_index,
+    }
 
 
 def blocks(text: str) -> List[Tuple[str, str]]:
@@ -965,17 +882,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "--check", action="store_true", help="write nothing; exit 1 if a document differs from its data"
     )
     args = parser.parse_args(argv)
-    records = load_all()
-    want = {BENCHMARKS: render_benchmarks(records), README: render_readme(records, README.read_text(encoding="utf8"))}
+    standing, archived = load_all(), load_archive()
+    want = documents(standing, archived)
     if args.check:
         problems = []
         for path, text in want.items():
-            problems += differences(path.name, path.read_text(encoding="utf8"), text)
+            have = path.read_text(encoding="utf8") if path.exists() else ""
+            problems += differences(str(path.relative_to(ROOT)), have, text)
         for line in problems:
             print(line, file=sys.stderr)
         if not problems:
             print(
-                f"BENCHMARKS.md and README.md agree with the {len(records)} records under {RESULTS.relative_to(ROOT)}"
+                f"{', '.join(str(p.relative_to(ROOT)) for p in want)} agree with the {len(standing)} records under "
+                f"{RESULTS.relative_to(ROOT)} and the {len(archived)} under {ARCHIVE.relative_to(ROOT)}"
             )
         return 1 if problems else 0
     for path, text in want.items():

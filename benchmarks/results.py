@@ -41,6 +41,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# Settled experiments: benchmarks/archive/<topic>/results/*.json, each record as it ran at its commit.
+ARCHIVE = RESULTS.parent / "archive"
 ROOT = RESULTS.parents[1]
 
 QUESTIONS = (
@@ -239,6 +241,24 @@ def load_all(folder: Path = RESULTS) -> Dict[str, Dict[str, Any]]:
     for path in sorted(folder.glob("*.json")):
         out[path.stem] = json.loads(path.read_text(encoding="utf8"))
     return out
+
+
+def load_archive(folder: Path = ARCHIVE) -> Dict[str, Dict[str, Any]]:
+    """RETURNS: Every archived record (benchmarks/archive/<topic>/results/*.json), by id."""
+    out: Dict[str, Dict[str, Any]] = {}
+    for path in sorted(folder.glob("*/results/*.json")):
+        if path.stem in out:
+            raise ValueError(f"{path}: a second record with the id {path.stem!r}")
+        out[path.stem] = json.loads(path.read_text(encoding="utf8"))
+    return out
+
+
+def topic(rid: str, folder: Path = ARCHIVE) -> str:
+    """RETURNS: The archive topic (folder name) that holds the record `rid`."""
+    found = list(folder.glob(f"*/results/{rid}.json"))
+    if not found:
+        raise KeyError(f"no archived record {rid!r} under {folder}")
+    return found[0].parents[1].name
 
 
 def numbers(records: Iterable[Dict[str, Any]]) -> List[float]:

@@ -36,9 +36,9 @@ from typing import Any, Dict, List, Optional
 from spacy.tokens import DocBin
 
 sys.path.insert(0, str(Path(__file__).parent))
-from baseline import extract
 from common import ROOT, load_average, markdown_table, require_quiet, splits
 from results import load_now, record, results_option
+from tools.baseline import extract
 
 # The config suffix of each architecture: configs/<dataset><suffix>.cfg.
 CONFIGS = {"flat": "", "dcsan": "_dcsan", "tener": "_tener", "lattice_lstm": "_lattice_lstm"}

@@ -31,7 +31,7 @@ from .pipeline.architectures import (
 
 # The last commit whose code had the removed settings: check it out to run them.
 LAST_COMMIT = "0e69da2"
-# Removed settings: the value that gives the behaviour kept, and the records (benchmarks/) that measured them.
+# Removed settings: the value that gives the behaviour kept, and the records (benchmarks/archive/) that measured them.
 REMOVED: Dict[str, Tuple[Any, str]] = {
     "position_distances": (4, "accuracy-resume-flat-defaults-10ep-s012-two-distances"),
     "key_projection": (True, "accuracy-resume-flat-defaults-10ep-s012-no-projections"),
@@ -67,8 +67,8 @@ def _check_removed(name: str, given: Dict[str, Any]) -> None:
             continue
         raise FlatError(
             f"{name}: '{setting} = {value!r}' was removed in spacy-flat 0.3.0 (measured level or worse on dev; "
-            f"records: {records}, in benchmarks/). The last commit with it is {LAST_COMMIT}: "
-            f"`git checkout {LAST_COMMIT}` runs it"
+            f"records: {records}, in benchmarks/archive/, see benchmarks/archive/DECISIONS.md). The last commit "
+            f"with it is {LAST_COMMIT}: `git checkout {LAST_COMMIT}` runs it"
         )
 
 

@@ -5,7 +5,7 @@ and decoding on the device (flat_ner's `decoding`): torch on the GPU against Num
 family and the settings that change what is decoded, "auto" choosing the device, and no wait for the
 device beyond decoding's two deliberate ones (CUDA's sync debug mode "error").
 
-LANE_DEVICE=cpu (`benchmarks/device_lane.sh`'s dry run, on a machine without CUDA): the device-decoding
+LANE_DEVICE=cpu (`benchmarks/tools/device_lane.sh`'s dry run, on a machine without CUDA): the device-decoding
 tests run on CPU tensors, which checks the tests themselves; the tests that need CUDA skip.
 """
 

@@ -8,7 +8,7 @@ from spacy.language import Language
 
 ROOT = Path(__file__).resolve().parents[2]
 # The scripts import each other by name, as they do when run from benchmarks/; tests.util is the tests' helpers.
-sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT)]
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "benchmarks" / "tools"), str(ROOT)]
 
 from tests.util import build_small  # noqa: E402
 

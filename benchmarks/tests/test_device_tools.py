@@ -1,8 +1,8 @@
 """The benchmarks' tools for a GPU machine: records of one seed each merged into one over the seeds
 (benchmarks/merge_seeds.py), a transformer pipeline carried in half precision and in parts
-(benchmarks/device_model.py), and the device-decoding lane's measurements (benchmarks/device_lane.sh):
+(benchmarks/tools/device_model.py), and the device-decoding lane's measurements (benchmarks/tools/device_lane.sh):
 the family's pooled test sets, batch 1 over a part of them and the trained FLAT's rows
-(benchmarks/family.py), the profile's stages and record (benchmarks/profile_inference.py), and their
+(benchmarks/family.py), the profile's stages and record (benchmarks/tools/profile_inference.py), and their
 tables (benchmarks/render.py)."""
 
 import statistics

@@ -121,23 +121,6 @@ def test_annotation_throughput_record_renders():
     assert render.lookup(record, "figures.per_actor_core") == 11571
 
 
-def test_annotation_read_record_renders():
-    import annotate_read
-
-    figures = annotate_read.read_figures({"count (read, check)": [0.54, 0.55, 0.6]}, 5005429, 126585, 13800.0)
-    assert figures["actor_rate"] == 13800 and figures["rows"][0]["seconds"]["median"] == 0.55
-    rendered("annotation-reading", made_up("annotation-read-cost", "annotation", figures, dataset="msra"))
-
-
-def test_checkpoint_record_renders():
-    import checkpoint_cost
-
-    measured = {"resume.cfg": {"median": 0.29, "min": 0.18, "max": 0.31, "verify": 0.05, "mb": 82.6, "new_mb": 52.7}}
-    measured["resume.cfg"]["steps"] = 7
-    figures = checkpoint_cost.checkpoint_figures(measured)
-    rendered("checkpoints", made_up("training-cost-checkpoints", "training-cost", figures))
-
-
 def test_stages_record_renders():
     import stages
 
@@ -201,38 +184,3 @@ def test_training_speed_record_renders():
     record = made_up("speed-training-cpu", "speed-cpu", {"rows": [whole, sampled]}, setup={"baseline": "8517047"})
     text = rendered("training-speed", record)
     assert "1.90×" in text and "4,000 sentences, scaled" in text and "speed-training-gpu" in text
-
-
-def test_name_lists_finds_touching_person_names_and_its_record_validates():
-    import name_lists
-    import spacy
-
-    nlp = spacy.blank("zh")
-    listed = nlp.make_doc("李鹏乔石会见王光英")
-    listed.set_ents([listed.char_span(a, b, label=lab) for a, b, lab in ((0, 2, "NR"), (2, 4, "NR"), (6, 9, "NR"))])
-    apart = nlp.make_doc("李鹏在北京")
-    apart.set_ents([apart.char_span(0, 2, label="NR"), apart.char_span(3, 5, label="NS")])
-    # A person touching a place is no list; two touching people are, the third person apart is not.
-    touching = nlp.make_doc("北京李鹏")
-    touching.set_ents([touching.char_span(0, 2, label="NS"), touching.char_span(2, 4, label="NR")])
-    assert name_lists.touching_persons(name_lists.spans(listed)) == {(0, 2, "NR"), (2, 4, "NR")}
-    assert name_lists.touching_persons(name_lists.spans(touching)) == set()
-    counts = name_lists.split_counts([listed, apart, touching])
-    assert counts == {
-        "sentences": 3,
-        "entities": 7,
-        "list_sentences": 1,
-        "list_entities": 3,
-        "touching_persons": 2,
-        "longest_list_chars": 9,
-    }
-    # Three of four predictions right, two of five gold entities missed: F1 2 * 3 / (2 * 3 + 1 + 2).
-    from spacy.training import Example
-
-    predicted = nlp.make_doc("李鹏乔石会见王光英")
-    predicted.set_ents([predicted.char_span(a, b, label="NR") for a, b in ((0, 2), (2, 4), (4, 6))])
-    guessed = nlp.make_doc("李鹏在北京")
-    guessed.set_ents([guessed.char_span(3, 5, label="NS")])
-    assert name_lists.f_score([Example(predicted, listed), Example(guessed, apart)]) == 66.67
-    row = {"run": "a run", "seeds": [0], "test_f1_all": 90.0, "test_f1_outside": 91.0, "test_f1_inside": 60.0}
-    made_up("analysis-msra-name-lists", "analysis", {"splits": {"test": counts}, "rows": [row]}, dataset="msra")

@@ -14,6 +14,7 @@ import render  # noqa: E402
 import results  # noqa: E402
 
 RECORDS = results.load_all()
+ARCHIVED = results.load_archive()
 NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 
 
@@ -31,15 +32,13 @@ def table_rows(text: str) -> Iterator[Tuple[int, str]]:
 
 
 def known_numbers(records: dict) -> Set[Tuple[int, float]]:
-    """(digits, value) of every number the records hold or the tables compute from them (the dev-curves
-    table's means), rounded to 0-4 digits."""
-    values = [*results.numbers(records.values()), *render.derived_numbers(records)]
+    """(digits, value) of every number the records hold, rounded to 0-4 digits."""
+    values = results.numbers(records.values())
     return {(digits, round(abs(value), digits)) for value in values for digits in range(5)}
 
 
 def unknown_numbers(text: str, records: dict) -> List[str]:
-    """The numbers of text's tables that no record holds (at the table's precision), nor the tables compute
-    from the records."""
+    """The numbers of text's tables that no record holds (at the table's precision)."""
     known = known_numbers(records)
     missing = []
     for number, line in table_rows(text):
@@ -51,9 +50,9 @@ def unknown_numbers(text: str, records: dict) -> List[str]:
     return missing
 
 
-@pytest.mark.parametrize("rid", sorted(RECORDS))
+@pytest.mark.parametrize("rid", sorted({**RECORDS, **ARCHIVED}))
 def test_every_result_record_is_complete(rid):
-    record = RECORDS[rid]
+    record = RECORDS.get(rid) or ARCHIVED[rid]
     assert record.get("id") == rid, "a record's id is its file name"
     assert results.validate(record) == []
 
@@ -62,11 +61,13 @@ def test_the_documents_are_what_their_data_renders():
     assert render.main(["--check"]) == 0, "re-render with: python benchmarks/render.py"
 
 
-@pytest.mark.parametrize("name", ["README.md", "BENCHMARKS.md"])
+@pytest.mark.parametrize("name", ["README.md", "BENCHMARKS.md", "benchmarks/archive/DECISIONS.md"])
 def test_every_number_in_a_table_comes_from_a_result_record(name):
     text = (ROOT / name).read_text(encoding="utf8")
     assert list(table_rows(text)), f"{name} has no table"
-    assert unknown_numbers(text, RECORDS) == []
+    # The settled experiments' page compares archived records with the standing ones.
+    records = {**RECORDS, **ARCHIVED} if "archive" in name else RECORDS
+    assert unknown_numbers(text, records) == []
 
 
 def test_a_figure_edited_by_hand_is_caught():
@@ -81,33 +82,31 @@ def test_a_figure_edited_by_hand_is_caught():
     assert render.differences("BENCHMARKS.md", edited, text), "the check did not see the edit"
 
 
-def test_a_figure_a_table_computes_counts_as_known():
-    """The dev-curves table's means over the seeds are in no record, yet count as known; an edited one does not."""
-    from test_records import made_up
-
-    curves = [
-        [[1.0, 60.1], [2.0, 63.2], [3.0, 64.0], [5.0, 65.2]],
-        [[1.0, 60.5], [2.0, 63.8], [3.0, 64.4], [5.0, 64.8]],
-    ]
-    rec = made_up(
-        "accuracy-weibo-flat-defaults-5ep-s01",
-        "accuracy",
-        {"test_f1": {"mean": 58.0, "sd": 0.6, "per_seed": [57.6, 58.4]}, "dev_curve": curves},
-        title="Weibo, FLAT, embedded defaults, 5 epochs",
-        dataset="weibo",
-        seeds=[0, 1],
-        setup={"architecture": "FLAT", "inputs": "embedded defaults", "epochs": 5},
-    )
-    made = {rec["id"]: rec}
-    text = render.TABLES["dev-curves"](render.Tables(made))
-    assert "| 63.5 |" in text, "the seeds' mean at epoch 2"
-    assert (1, 63.5) not in {(1, round(x, 1)) for x in results.numbers(made.values())}
-    assert unknown_numbers(text, made) == []
-    assert unknown_numbers(text.replace("63.5", "63.7"), made), "an edited mean went unnoticed"
-
-
-def test_every_record_is_shown_somewhere():
-    """A record no table reads is a measurement nobody sees: place it in the template or delete it."""
-    benchmarks = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
-    unseen = [rid for rid in RECORDS if f"`{rid}`" not in benchmarks and not rid.startswith("reference-")]
+@pytest.mark.parametrize(
+    "records,index", [(RECORDS, "benchmarks/results/INDEX.md"), (ARCHIVED, "benchmarks/archive/INDEX.md")]
+)
+def test_every_record_is_shown_somewhere(records, index):
+    """A record no table reads is a measurement nobody sees: place it in a template or delete it. Each index
+    lists the records its page's sections read."""
+    listed = (ROOT / index).read_text(encoding="utf8")
+    unseen = [rid for rid in records if f"`{rid}`" not in listed]
     assert unseen == []
+
+
+def test_the_page_a_user_reads_holds_what_ships():
+    """BENCHMARKS.md reads standing records only, and stays short enough to take in."""
+    text = (ROOT / "BENCHMARKS.md").read_text(encoding="utf8")
+    assert not [rid for rid in ARCHIVED if f"`{rid}`" in text or f"#{rid}" in text]
+    lines = text.splitlines()
+    assert len(lines) <= 300 and max(map(len, lines)) <= 400
+    assert len((ROOT / "README.md").read_text(encoding="utf8").splitlines()) <= 150
+
+
+def test_records_notes_say_what_the_run_was():
+    """Notes stay under 1,000 characters: the history of earlier records is in git."""
+    long = {rid: len(rec.get("notes") or "") for rid, rec in {**RECORDS, **ARCHIVED}.items()}
+    assert {rid: n for rid, n in long.items() if n >= 1000} == {}
+
+
+def test_a_record_is_standing_or_archived_never_both():
+    assert set(RECORDS) & set(ARCHIVED) == set()

@@ -6,7 +6,7 @@ gathers its bad-record reports; from the counts the driver knows where every
 file starts in the run's record order, so the second pass can cut each file's
 records into the very shards and `nlp.pipe` batches the local engine cuts,
 without the driver ever holding a record. Reading is cheap beside annotating
-(`benchmarks/annotate_read.py`: millions of characters a second a core against
+(`benchmarks/archive/annotation-reading/`: millions of characters a second a core against
 thousands), so reading twice costs little and spares the driver.
 
 Ray Data's own `read_text` / `read_json` / `read_binary_files` are not used: they

@@ -83,7 +83,7 @@ class ConstrainedCRF(nn.Module):
         gold-path score too, re-reads the masked transitions at every step and
         masks every step with `torch.where`; those per-step ops were the largest
         single part of a Resume training step (24%,
-        `benchmarks/profile_training.py`). Here the gold path is scored in one
+        `benchmarks/tools/profile_training.py`). Here the gold path is scored in one
         gather, and log Z and every gradient come from one forward-backward
         pass without autograd (`crf_likelihood.NegLogLikelihood`): recorded
         step by step, the forward algorithm (`_log_partition`, still the

@@ -16,7 +16,7 @@ PADDING_SLACK = 1.5
 # every encoder call pays launches and a round trip, so a batch is encoded in one call
 # when it fits DEVICE_PAIR_BUDGET (no activations are kept for a backward pass). A full
 # group, 80 texts of 300 characters, takes several times the memory of the CPU's groups,
-# about a gigabyte for FLAT (benchmarks/group_memory.py measures it).
+# about a gigabyte for FLAT (benchmarks/archive/device-groups/ measured it).
 DEVICE_MAX_BATCH = 1024
 DEVICE_PAIR_BUDGET = 8 * PAIR_BUDGET
 

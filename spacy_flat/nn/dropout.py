@@ -3,7 +3,7 @@
 On CPU, `torch.nn.Dropout` draws its mask with `bernoulli_`, one call of the
 generator per element; a uniform draw compared with the rate is vectorised and
 gives the same distribution. On one thread (torch 2.13, forward and backward,
-`benchmarks/dropout_speed.py`) it takes about half the time at the shapes these
+`benchmarks/archive/kernels/dropout_speed.py`) it takes about half the time at the shapes these
 models drop (embeddings, the Lattice LSTM's output, attention weights): a few
 percent of a DC-SAN or Lattice LSTM training step. The masks come from the same
 generator, so a seed or a checkpoint's random state reproduces them; they are
