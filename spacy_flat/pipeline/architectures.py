@@ -55,22 +55,33 @@ def build_flat_tagger_v2(
     """Build FLAT (Li et al. 2020): the flat lattice of characters and lexicon words,
     encoded by self-attention with relative span positions; the paper's Table 5 sizes.
 
-    width (int): d_model. n_heads (int): Attention heads. ffn_width (int): Feed-forward size.
-    n_layers (int): FLAT layers.
+    width (int): Model width (d_model).
+    n_heads (int): Attention heads.
+    ffn_width (int): Feed-forward size.
+    n_layers (int): Attention layers.
     char_width (int): Character embedding width; must match the character vectors given at
         initialization (jieba's LAC table: 128).
-    word_width (int), word_rows (int): Word bloom-embedding width and rows.
-    bigram_width (int), bigram_rows (int): Character-bigram bloom embeddings; 0 rows for none.
+    word_width (int): Width of the lattice words' bloom embeddings.
+    word_rows (int): Rows of the lattice words' bloom embeddings.
+    bigram_width (int): Width of the character-bigram bloom embeddings.
+    bigram_rows (int): Rows of the character-bigram bloom embeddings; 0 for none.
     bigram_vectors (bool): Also give each character the pretrained vector of its bigram (a
         bigram table's or the lexicon's; zeros where there is none).
-    max_words (int): Cap on lattice words per text; -1 for none.
-    embed_dropout (float), dropout (float), attention_dropout (float), output_dropout (float):
-        Dropout rates (paper: 0.5 on the embeddings, 0.3 on the output).
+    max_words (int): Most lattice words a text keeps; -1 for no cap.
+    embed_dropout (float): Dropout on the embeddings.
+    dropout (float): Dropout on each sublayer's output and inside the feed-forward.
+    attention_dropout (float): Dropout on the attention weights.
+    output_dropout (float): Dropout before the emission scores.
     scaled (bool): Scale attention by 1/sqrt(d_head).
-    mask_self_matched (bool), max_distance (int), head_only (bool): The paper's ablations
-        FLAT_msm, FLAT_mld (-1: none) and FLAT_head.
-    mixed_precision (bool): PyTorch autocast on a CUDA device (a CPU stays float32).
-    mixed_precision_dtype (str): Its type, "float16" or "bfloat16" (float32's range).
+    mask_self_matched (bool): The paper's ablation FLAT_msm: characters do not attend to
+        the words that contain them.
+    max_distance (int): The paper's ablation FLAT_mld: no attention between spans whose
+        heads are further apart; -1 for none.
+    head_only (bool): The paper's ablation FLAT_head: the position term from the head
+        distance alone.
+    mixed_precision (bool): Train and predict under PyTorch's autocast on a CUDA device; a
+        CPU stays float32.
+    mixed_precision_dtype (str): The autocast type, "float16" or "bfloat16" (float32's range).
     RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
     """
     tagger = _lattice_tagger(
@@ -132,9 +143,12 @@ def build_flat_transformer_tagger_v2(
         component (which is then fine-tuned jointly, with its own optimizer settings).
         Each character takes the vector of the token it belongs to (one character
         per token in `spacy.blank("zh")`); whitespace between tokens gets zeros.
-    use_char_embeddings (bool): Also concatenate the character embeddings.
-    learn_rate_scale (float): FLAT's learning rate as a multiple of the transformer's.
-    The other arguments are FlatTagger.v2's.
+    use_char_embeddings (bool): Also concatenate the character embeddings to the
+        transformer's vectors.
+    learn_rate_scale (float): The architecture's learning rate as a multiple of the
+        transformer's.
+    The other arguments are `spacy-flat.FlatTagger.v2`'s.
+    RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
     """
     tagger = _lattice_tagger(
         FlatEncoder,
@@ -185,8 +199,7 @@ def build_tener_tagger_v2(
     encoded by layers with direction- and distance-aware relative positions and
     un-scaled attention; the same embeddings, CRF, windows and saving as FLAT.
 
-    scaled (bool): Scale attention by 1/sqrt(d_head) (the paper's ablation).
-    The other arguments are FlatTagger.v2's.
+    The arguments are `spacy-flat.FlatTagger.v2`'s; `scaled = true` is the paper's ablation.
     RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
     """
     embeddings = _embeddings(char_width, 0, 0, bigram_width, bigram_rows, bigram_vectors, embed_dropout)
@@ -233,7 +246,7 @@ def build_dcsan_tagger_v2(
     as FLAT. Each set weighs its words by frequency z(w) + b (eq. 4-5): counted
     on the training texts at initialization, or read with spacy-flat.word_counts.v1.
 
-    The arguments are FlatTagger.v2's, but FLAT's ablations.
+    The arguments are `spacy-flat.FlatTagger.v2`'s.
     RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
     """
     tagger = _lattice_tagger(
@@ -286,9 +299,8 @@ def build_dcsan_transformer_tagger_v2(
     BERT): the transformer's vectors, as FLAT+BERT takes them, are the characters
     that the word sets attend to and fuse with.
 
-    tok2vec (Model[List[Doc], List[Floats2d]]): Token vectors, usually a
-        `spacy-transformers.TransformerListener.v1` (see FlatTransformerTagger.v2).
-    The other arguments are DcsanTagger.v2's and FlatTransformerTagger.v2's.
+    The arguments are `spacy-flat.DcsanTagger.v2`'s and `spacy-flat.FlatTransformerTagger.v2`'s.
+    RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
     """
     tagger = _lattice_tagger(
         DcsanEncoder,
@@ -337,7 +349,7 @@ def build_lattice_lstm_tagger_v2(
     and on the LSTM's output.
 
     width (int): The hidden size, both directions together (even).
-    The other arguments are FlatTagger.v2's.
+    The other arguments are `spacy-flat.FlatTagger.v2`'s.
     RETURNS (Model[List[Segment], Floats3d]): Emission scores (segments, chars, tags).
     """
     embeddings = _embeddings(

@@ -64,7 +64,8 @@ def make_flat_ner(
     int8_inference (bool): Predict on a CPU with the tagger's linear layers dynamically
         quantized to int8 (`nn/quantized.py`): faster, at a small cost in F1; training, and
         prediction on a GPU, stay float32.
-    scorer (Optional[Callable]): The scoring method.
+    scorer (Optional[Callable]): The scoring method; the default matches entities by exact
+        character span and label, whatever the tokenization.
     """
     return FlatNER(
         nlp.vocab,

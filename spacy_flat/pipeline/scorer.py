@@ -38,4 +38,10 @@ def score_char_entities(examples: Iterable[Example], **kwargs: Any) -> Dict[str,
 
 @registry.scorers("spacy-flat.char_ner_scorer.v1")
 def make_char_ner_scorer() -> Callable[..., Dict[str, Any]]:
+    """The component's scorer: entities matched by exact character span and label,
+    whatever the tokenization, overall (`ents_p`, `ents_r`, `ents_f`) and per type
+    (`ents_per_type`).
+
+    RETURNS (Callable[..., Dict[str, Any]]): `score_char_entities`.
+    """
     return score_char_entities
