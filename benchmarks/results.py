@@ -48,6 +48,7 @@ ROOT = RESULTS.parents[1]
 QUESTIONS = (
     "reference",
     "accuracy",
+    "accuracy-peers",
     "calibration",
     "speed-cpu",
     "speed-gpu",
@@ -63,6 +64,7 @@ REFERENCE_REQUIRED = ("id", "question", "title", "source", "figures")
 # The figures each question's records carry (render.py's tables read these keys).
 SHAPES: Dict[str, str] = {
     "accuracy": "test_f1 {mean, sd, per_seed}, dev_f1 {mean[, per_seed]}; optional train_s {median | min, max}",
+    "accuracy-peers": "rows: [{annotator, scores {test set: {all|PER|LOC|ORG: {p, r, f}}}, chars_per_s {median, ...}}]",
     "calibration": "test_f1, temperature, ece {raw, scaled}, at {0.5|0.7|0.9: {raw: [P, R], scaled: [P, R]}}",
     "speed-cpu": "rows: [{dataset, pipeline, b1 {median, min, max}, batch {...}, ...}] or training rows",
     "speed-gpu": "rows: as speed-cpu, on a GPU",
