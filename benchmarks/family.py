@@ -15,7 +15,7 @@ a quiet machine, one thread and two:
     python benchmarks/family.py --gpu-id 0 --datasets resume   # on a GPU: memory is CUDA memory
     OMP_NUM_THREADS=1 python benchmarks/family.py --architectures FLAT "Lattice LSTM" --datasets resume
     python benchmarks/family.py --gpu-id 0 --docs 1600 --pool --b1-docs 100 --repeats 5 --large-batch 256 \
-        --parts inference training --trained-steps 300     # the GPU lane's run (benchmarks/device_lane.sh)
+        --parts inference training --trained-steps 300     # the GPU lane's run (benchmarks/tools/device_lane.sh)
 
 --pool repeats a test set in order until it holds --docs docs (Resume's has 477), so that
 a GPU's batches of 256 come several times; --b1-docs times one doc at a time over the

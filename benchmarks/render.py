@@ -102,7 +102,8 @@ ARCH_ORDER = {"FLAT": 0, "DC-SAN": 1, "TENER": 2, "Lattice LSTM": 3, "spaCy ner"
 
 INPUT_NAMES = {"": "embedded defaults", "defaults": "embedded defaults"}
 INPUT_WORDS = (("wiki-words", "wiki words"), ("own-bigrams", "our bigrams"), ("own-chars", "our characters"))
-INPUT_WORDS += (("-raw", " (raw corpora)"),)
+# `--raw`: the word and bigram tables as pretrain-vectors wrote them, not scaled to unit length.
+INPUT_WORDS += (("-raw", " (raw tables)"),)
 
 
 def run_label(rec: Record) -> str:
@@ -172,8 +173,8 @@ HEADLINE: List[Tuple[str, str]] = [
 
 
 def headline_id(dataset: str, name: str) -> str:
-    """RETURNS (str): The record of a headline cell: the pretrained inputs of Resume and Weibo were made from
-    the raw corpora (`-raw`), spaCy's ner ran one seed."""
+    """RETURNS (str): The record of a headline cell: Resume's and Weibo's pretrained tables were read raw
+    (`-raw`, not scaled to unit length), MSRA's at unit length; spaCy's ner ran one seed."""
     raw = "-raw" if dataset != "msra" and ("bigrams" in name) else ""
     seeds = "s0" if name == "spacy-ner" else "s012"
     return f"accuracy-{dataset}-{name}{raw}-{SUMMARY_EPOCHS[dataset]}ep-{seeds}"
@@ -648,10 +649,26 @@ def pretraining(t: Tables) -> str:
     return table(["stage", "seconds"], rows)
 
 
+PEER_SETS = (("msra", "MSRA test"), ("weibo", "Weibo test (named)"), ("uner", "UNER GSDSimp test"))
+
+
+def peers(t: Tables) -> str:
+    """Our pipelines beside Baidu LAC and jiagu (benchmarks/peers.py): F1 on each test set, one thread."""
+    if "peers-offline" not in t.records:
+        return "Not measured yet: `spacy project run peers benchmarks` writes `peers-offline`."
+    rows = []
+    for row in t.get("peers-offline")["figures"]["rows"]:
+        scores = row["scores"]
+        cells = [f"{scores[key]['all']['f']:.2f}" for key, _ in PEER_SETS]
+        rows.append([row["annotator"], *cells, num(row["chars_per_s"]["median"])])
+    return table(["F1, exact PER, LOC and ORG spans", *(name for _, name in PEER_SETS), "chars/s, one thread"], rows)
+
+
 TABLES: Dict[str, Callable[[Tables], str]] = {
     "headline": headline,
     "headline-speed": headline_speed,
     "pipelines": choose,
+    "peers": peers,
     "papers": papers,
     "accuracy-resume": lambda t: accuracy_by_dataset(t, "resume"),
     "accuracy-weibo": lambda t: accuracy_by_dataset(t, "weibo"),
@@ -769,7 +786,9 @@ class Page:
             body = fill(piece, t)
             used = list(t.used)
             body = body.replace("{{sources}}", sources(t, used))
-            body = body.replace("{{index}}", f"[records]({link}#{anchor(heading)})")
+            # A section that read no record (a measurement still to come) has no entry in the index.
+            said = f"[records]({link}#{anchor(heading)})" if used else "no record yet"
+            body = body.replace("{{index}}", said)
             out.append(body)
             if used:
                 sections.append((found.group(1) if found else "##", heading, used))

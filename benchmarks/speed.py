@@ -55,7 +55,10 @@ def spacy_ner(train_name: str) -> Language:
 
 
 def flat(model: str, train_name: str) -> Language:
-    if model and Path(model).exists():
+    """The trained pipeline at `model`, or (no model given) flat_ner initialized on 500 training docs."""
+    if model:
+        if not Path(model).exists():
+            raise SystemExit(f"error: no trained pipeline at {model}")
         return spacy.load(model)
     nlp = spacy.blank("zh")
     nlp.add_pipe("flat_ner")
@@ -270,7 +273,8 @@ def main() -> None:
         print("|---|---|")
         memory = []
         for name in ("resume", "msra"):
-            peak = pipe_memory(args.model, name, args.batch_size, args.docs)
+            # The measuring process runs from the repository root: give it the pipeline's full path.
+            peak = pipe_memory(str(Path(args.model).resolve()) if args.model else "", name, args.batch_size, args.docs)
             memory.append({"dataset": name, "peak_mb": round(peak)})
             print(f"| {name} ({args.docs} docs) | {peak:.0f} MB |")
         title = f"Peak memory of nlp.pipe at batch {args.batch_size} over the loaded pipeline"

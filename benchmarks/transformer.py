@@ -158,6 +158,7 @@ def main() -> None:
         "--config", default="resume_trf.cfg", help="ours, under configs/: resume_dcsan_trf.cfg for DC-SAN+BERT"
     )
     parser.add_argument("--skip-peer", action="store_true", help="train only flat_ner (more seeds of a measured row)")
+    parser.add_argument("--peer-only", action="store_true", help="train only spaCy's ner on the transformer")
     parser.add_argument("--gpu-id", type=int, default=-1, help="train and evaluate on this GPU")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N docs of each split")
     parser.add_argument(
@@ -172,6 +173,8 @@ def main() -> None:
     )
     results_option(parser)
     args = parser.parse_args()
+    if args.peer_only and args.skip_peer:
+        parser.error("--peer-only and --skip-peer leave nothing to train")
     load = round(os.getloadavg()[0], 2)
     model = str(Path(args.model).resolve())
     data = splits(args.dataset)
@@ -186,17 +189,19 @@ def main() -> None:
         peer_path = Path(tmp) / "peer.cfg"
         peer_config(model, args.epochs).to_disk(peer_path)
         for seed in args.seeds:
-            ours = run(
-                ROOT / "configs" / args.config,
-                data,
-                seed,
-                args.epochs,
-                {"paths.transformer": model, **shared, **(LEXICONS[args.lexicon] if args.lexicon else {})},
-                (args.output or Path(tmp)) / f"flat{seed}",
-                args.gpu_id,
-                resumable=args.output is not None,
-            )
-            runs = [(ours_label, ours)]
+            runs = []
+            if not args.peer_only:
+                ours = run(
+                    ROOT / "configs" / args.config,
+                    data,
+                    seed,
+                    args.epochs,
+                    {"paths.transformer": model, **shared, **(LEXICONS[args.lexicon] if args.lexicon else {})},
+                    (args.output or Path(tmp)) / f"flat{seed}",
+                    args.gpu_id,
+                    resumable=args.output is not None,
+                )
+                runs.append((ours_label, ours))
             if not args.skip_peer:
                 runs.append(
                     (PEER, run(peer_path, data, seed, args.epochs, shared, Path(tmp) / f"peer{seed}", args.gpu_id))

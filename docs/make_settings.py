@@ -66,7 +66,7 @@ SEE = {
     "window_size": "[long documents](long-documents.md)",
     "constrain_boundaries": "[entity boundaries](confidence.md#entity-boundaries-a-reader-expects)",
     "scores_key": "[confidence](confidence.md)",
-    "int8_inference": "[BENCHMARKS.md](../BENCHMARKS.md)",
+    "int8_inference": "[its measurement](../benchmarks/archive/DECISIONS.md#int8-prediction-on-a-cpu)",
     "lexicon": "[lexicons](lexicons.md)",
     "word_counts": "[word counts](lexicons.md#word-counts-dc-san)",
     "mixed_precision": "[GPUs](gpu.md)",

@@ -40,8 +40,12 @@ from spacy.language import Language
 from spacy.training import Example
 from thinc.api import Optimizer
 
-# This checkout's package first, whichever one the environment installed.
-sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).resolve().parents[1])]
+# This checkout's package first, whichever one the environment installed; then the scripts beside tools/.
+sys.path[:0] = [
+    str(Path(__file__).parent),
+    str(Path(__file__).resolve().parents[1]),
+    str(Path(__file__).resolve().parents[2]),
+]
 from baseline import load_package, use_baseline  # noqa: E402
 from common import examples, load_average, machine, markdown_table, texts, train_split  # noqa: E402
 from results import record, results_option  # noqa: E402
