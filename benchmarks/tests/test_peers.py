@@ -1,7 +1,5 @@
-"""benchmarks/peers.py: word-level tags read as character spans, UNER's file format with its errors named by
-line, and one scorer for every annotator."""
-
-from pathlib import Path
+"""benchmarks/peers.py: the peers' word-level tags read as character spans, the UNER test set as documented,
+and one scorer for every annotator."""
 
 import peers
 import pytest
@@ -15,31 +13,10 @@ def test_word_tags_become_character_spans():
     assert peers.word_spans(["上海", "人"], ["I-LOC", "I-PER"]) == {(0, 2, "LOC"), (2, 3, "PER")}
 
 
-def test_uner_sentences_are_read_as_characters(tmp_path: Path):
-    path = tmp_path / "t.iob2"
-    path.write_text(
-        "# sent_id = a\n# text = 自从兴建人文大楼\n1\t自从\tO\t-\t-\n2\t兴建\tO\t-\t-\n"
-        "3\t人文\tB-LOC\t-\tx\n4\t大楼\tI-LOC\t-\tx\n\n"
-        "# text = 李四\n1\t李四\tB-PER\t-\t-\n",
-        encoding="utf8",
-    )
-    assert peers.read_iob2_words(path) == [("自从兴建人文大楼", {(4, 8, "LOC")}), ("李四", {(0, 2, "PER")})]
-
-
-def test_a_broken_line_is_named_with_its_file_and_number(tmp_path: Path):
-    path = tmp_path / "t.iob2"
-    path.write_text("# text = 李四\n1\t李四\tB-PER\n2 王五\n", encoding="utf8")
-    with pytest.raises(ValueError, match=r"t\.iob2:3"):
-        peers.read_iob2_words(path)
-    path.write_text("# text = 李四来\n1\t李四\tB-PER\n", encoding="utf8")
-    with pytest.raises(ValueError, match="do not spell"):
-        peers.read_iob2_words(path)
-
-
 def test_the_shared_uner_test_set_reads_as_documented():
     if not peers.UNER_TEST.exists():
         pytest.skip("../shared/data/uner-gsdsimp is not here")
-    sentences = peers.read_iob2_words(peers.UNER_TEST)
+    sentences = peers.gold("uner")
     assert len(sentences) == 500  # DATASETS.md: 500 sentences, 763 entities, 19,206 characters
     assert sum(len(spans) for _, spans in sentences) == 763
     assert sum(len(text) for text, _ in sentences) == 19206

@@ -1,7 +1,8 @@
 """Convert annotated Chinese NER files to spaCy DocBin files.
 
 Reads character-per-line files (BMES, BIO or BIOES tags, space- or tab-separated,
-Weibo's `char+index` tokens) and CLUENER-style JSON lines. Docs are built one
+Weibo's `char+index` tokens), word-per-line files with IOB2 tags over words (Universal NER's
+`.iob2`), and CLUENER-style JSON lines. Docs are built one
 token per character with `spaces=[False] * n`. Every repair is reported with its
 line; a malformed line stops the conversion with an error naming file and line.
 """
@@ -126,6 +127,55 @@ def _read_rows(path: Path) -> Iterator[List[Tuple[str, str, int]]]:
             sent.append((token, tag, line_no))
     if sent:
         yield sent
+
+
+def read_words(
+    path: Path, *, report: ConversionReport, progress: Optional[Callable[[int], None]] = None
+) -> Iterator[Sentence]:
+    """Read a word-per-line file with IOB2 tags over words, as Universal NER ships it.
+
+    path (Path): The file: `<id><TAB><word><TAB><tag>[<TAB>...]` per line, `#` comment lines (a
+        `# text = ...` line is checked against the words), blank lines between sentences.
+    report (ConversionReport): Collects counts and repairs.
+    YIELDS (Sentence): Sentences of the words' characters, each word's characters in its entity.
+    """
+    words: List[Tuple[str, str, int]] = []
+    text: Optional[Tuple[str, int]] = None
+    with open(path, "rb") as file_:
+        lines = list(enumerate(file_, 1))
+    for line_no, raw in [*lines, (len(lines) + 1, b"")]:
+        try:
+            line = raw.decode("utf8").rstrip("\r\n")
+        except UnicodeDecodeError as err:
+            raise ConversionError(f"{path}:{line_no}: not valid UTF-8 ({err.reason})") from None
+        if line.startswith("#"):
+            if line.startswith("# text = "):
+                text = (line[len("# text = ") :], line_no)
+            continue
+        if line.strip():
+            cells = line.split("\t")
+            if len(cells) < 3 or not cells[1]:
+                raise ConversionError(f"{path}:{line_no}: expected '<id><TAB><word><TAB><tag>', got {line!r}")
+            tag = cells[2]
+            if tag != "O" and (len(tag) < 3 or tag[1] != "-" or tag[0] not in "BI"):
+                raise ConversionError(f"{path}:{line_no}: malformed IOB2 tag {tag!r} in {line!r}")
+            words.append((cells[1], tag, line_no))
+            continue
+        if not words:
+            continue
+        chars = [c for word, _, _ in words for c in word]
+        if text is not None and "".join(chars) != text[0].replace(" ", ""):
+            raise ConversionError(f"{path}:{text[1]}: the words of this sentence do not spell its text")
+        tags: List[Tuple[str, int]] = []
+        for word, tag, number in words:
+            inside = "O" if tag == "O" else f"I-{tag[2:]}"
+            tags += [(tag, number)] + [(inside, number)] * (len(word) - 1)
+        spans = _tags_to_spans(tags, "BIO", report)
+        report.sentences += 1
+        if progress is not None:
+            progress(report.sentences)
+        yield Sentence(chars, spans, words[0][2])
+        words, text = [], None
 
 
 def _uses_index_tokens(rows: List[List[Tuple[str, str, int]]]) -> bool:
@@ -255,6 +305,21 @@ def _renamed(sentence: Sentence, rename: Dict[str, str], report: ConversionRepor
     return Sentence(sentence.chars, spans, sentence.first_line)
 
 
+def parse_labels(text: str) -> List[str]:
+    """RETURNS (List[str]): `PER,LOC,ORG` as ["PER", "LOC", "ORG"]."""
+    return [label.strip() for label in text.split(",") if label.strip()]
+
+
+def _kept(sentence: Sentence, keep: List[str], report: ConversionReport) -> Sentence:
+    spans = []
+    for span in sentence.spans:
+        if span[2] in keep:
+            spans.append(span)
+        else:
+            report.repair_kinds[f"label {span[2]} left out"] += 1
+    return Sentence(sentence.chars, spans, sentence.first_line)
+
+
 def convert(
     input_path: Path,
     output_path: Path,
@@ -264,12 +329,18 @@ def convert(
     dev_last: int = 0,
     dev_output: Optional[Path] = None,
     rename: Optional[Dict[str, str]] = None,
+    keep: Optional[List[str]] = None,
     log: Optional[TextIO] = None,
 ) -> Tuple[ConversionReport, int, int]:
     """Convert one file to a DocBin, optionally splitting its last sentences off as dev.
 
+    file_format (str): "conll" (a character and its tag a line), "words" (a word a line, IOB2 tags
+        over words, as Universal NER's `.iob2`), "jsonl", or "auto" (.json and .jsonl are JSON lines,
+        any other file characters a line).
     rename (Optional[Dict[str, str]]): Labels to rename (MSRA's NR, NS, NT to PER, LOC, ORG);
         each renamed entity is counted in the report.
+    keep (Optional[List[str]]): After renaming, keep only entities of these labels (all: None);
+        each entity left out is counted in the report.
 
     RETURNS (Tuple[ConversionReport, int, int]): The report, docs written to
         `output_path` and to `dev_output`.
@@ -285,10 +356,14 @@ def convert(
     vocab = Vocab()
     if fmt == "jsonl":
         sentences = list(read_jsonl(input_path, report=report))
+    elif fmt == "words":
+        sentences = list(read_words(input_path, report=report, progress=progress))
     else:
         sentences = list(read_conll(input_path, scheme=scheme, report=report, progress=progress))
     if rename:
         sentences = [_renamed(s, rename, report) for s in sentences]
+    if keep:
+        sentences = [_kept(s, keep, report) for s in sentences]
     docs = [to_doc(vocab, s) for s in sentences]
     report.entities_written = sum(len(d.ents) for d in docs)
     if dev_last and dev_output is None:
@@ -312,6 +387,7 @@ def convert(
 class FileFormat(str, Enum):  # auto: .json and .jsonl files are JSON lines, any other tagged characters
     auto = "auto"
     conll = "conll"
+    words = "words"
     jsonl = "jsonl"
 
 
@@ -320,14 +396,19 @@ def convert_cli(
     input_path: Annotated[Path, Arg(metavar="INPUT")],
     output_path: Annotated[Path, Arg(metavar="OUTPUT")],
     scheme: Annotated[Optional[Scheme], Opt("--scheme", help="force the tag scheme")] = None,
-    file_format: Annotated[FileFormat, Opt("--format")] = FileFormat.auto,
+    file_format: Annotated[
+        FileFormat, Opt("--format", help="conll: a character a line; words: a word a line (Universal NER's .iob2)")
+    ] = FileFormat.auto,
     dev_last: Annotated[int, Opt("--dev-last", help="write the last N sentences to --dev-output")] = 0,
     dev_output: Annotated[Optional[Path], Opt("--dev-output")] = None,
     rename_labels: Annotated[
         str, Opt("--rename-labels", metavar="OLD=NEW,...", help="rename entity labels, e.g. NR=PER,NS=LOC,NT=ORG")
     ] = "",
+    keep_labels: Annotated[
+        str, Opt("--keep-labels", metavar="LABEL,...", help="after renaming, keep only these labels, e.g. PER,LOC,ORG")
+    ] = "",
 ) -> None:
-    """convert NER data (BMES/BIO/BIOES, Weibo, JSON lines) to a DocBin"""
+    """convert NER data (BMES/BIO/BIOES, Weibo, Universal NER, JSON lines) to a DocBin"""
     convert(
         input_path,
         output_path,
@@ -336,4 +417,5 @@ def convert_cli(
         dev_last=dev_last,
         dev_output=dev_output,
         rename=parse_renames(rename_labels),
+        keep=parse_labels(keep_labels) or None,
     )

@@ -125,3 +125,58 @@ def test_labels_renamed_and_counted(tmp_path, capsys):
     ]
     assert "1 label NR renamed PER" in capsys.readouterr().err
     assert main([*args, "--rename-labels", "NR"]) == 1
+
+
+UNER = SHARED / "data" / "uner-gsdsimp"
+
+
+def test_words_a_line_become_characters_in_their_entities(tmp_path):
+    """Universal NER's .iob2: a word a line with IOB2 tags over words, `# text =` checked against the words."""
+    (tmp_path / "t.iob2").write_text(
+        "# sent_id = a\n# text = 自从兴建人文大楼\n1\t自从\tO\t-\t-\n2\t兴建\tO\t-\t-\n"
+        "3\t人文\tB-LOC\t-\tx\n4\t大楼\tI-LOC\t-\tx\n\n# text = 李四在北京\n1\t李四\tB-PER\t-\t-\n"
+        "2\t在\tO\t-\t-\n3\t北京\tI-LOC\t-\t-\n",
+        encoding="utf8",
+    )
+    report, docs, _ = run(tmp_path / "t.iob2", tmp_path / "out.spacy", file_format="words")
+    assert [d.text for d in docs] == ["自从兴建人文大楼", "李四在北京"]
+    assert [[(e.text, e.label_) for e in d.ents] for d in docs] == [
+        [("人文大楼", "LOC")],
+        [("李四", "PER"), ("北京", "LOC")],
+    ]
+    assert report.repairs == [f"{tmp_path / 't.iob2'}:11: inside tag with no begin tag: I-LOC starts an entity"]
+
+
+@pytest.mark.parametrize(
+    "text,error",
+    [
+        ("# text = 李四\n1\t李四\tB-PER\n2 王五\n", r"t\.iob2:3: expected '<id><TAB><word><TAB><tag>'"),
+        ("1\t李四\tPER\n", r"t\.iob2:1: malformed IOB2 tag 'PER'"),
+        ("# text = 李四来\n1\t李四\tB-PER\n", r"t\.iob2:1: the words of this sentence do not spell its text"),
+    ],
+)
+def test_a_malformed_word_file_names_its_line(tmp_path, text, error):
+    (tmp_path / "t.iob2").write_text(text, encoding="utf8")
+    with pytest.raises(ConversionError, match=error):
+        run(tmp_path / "t.iob2", tmp_path / "out.spacy", file_format="words")
+
+
+def test_labels_kept_after_renaming_and_the_rest_counted(tmp_path, capsys):
+    """Weibo's named mentions as PER, LOC and ORG (GPE a place), its nominal mentions left out."""
+    (tmp_path / "w.txt").write_text(
+        "张 B-PER.NAM\n三 I-PER.NAM\n在 O\n北 B-GPE.NAM\n京 I-GPE.NAM\n老 B-PER.NOM\n师 I-PER.NOM\n", "utf8"
+    )
+    args = ["convert", str(tmp_path / "w.txt"), str(tmp_path / "out.spacy")]
+    rename = "PER.NAM=PER,GPE.NAM=LOC,LOC.NAM=LOC,ORG.NAM=ORG"
+    assert main([*args, "--rename-labels", rename, "--keep-labels", "PER,LOC,ORG"]) == 0
+    docs = list(DocBin().from_disk(tmp_path / "out.spacy").get_docs(Vocab()))
+    assert [(e.text, e.label_) for e in docs[0].ents] == [("张三", "PER"), ("北京", "LOC")]
+    assert "1 label PER.NOM left out" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not UNER.exists(), reason="../shared/data/uner-gsdsimp is not here")
+@pytest.mark.parametrize("split,counts", [("train", (3997, 6118)), ("dev", (500, 753)), ("test", (500, 763))])
+def test_shared_uner_counts(tmp_path, split, counts):
+    """DATASETS.md's counts of UNER GSDSimp: sentences and entities, none repaired."""
+    report, docs, _ = run(UNER / f"zh_gsdsimp-ud-{split}.iob2", tmp_path / "out.spacy", file_format="words")
+    assert (len(docs), sum(len(d.ents) for d in docs)) == counts and report.repairs == []
