@@ -226,6 +226,7 @@ def test_msra_fetch_unzip_and_checksums(tmp_path: Path, damage: bool):
     assert fetched.returncode == 0, fetched.stdout[-3000:] + fetched.stderr[-3000:]
     mirrors = [f"--vars.{name}_home={SHARED / 'data' / name}" for name in ("resume", "weibo")]
     mirrors.append(f"--vars.word_vectors_home={SHARED / 'vectors' / 'synonyms-wiki-w2v-100d'}")
+    mirrors.append(f"--vars.uner_home={SHARED / 'data' / 'uner-gsdsimp'}")
     mirrors += [f"--vars.corpora_home={SHARED / 'corpora'}", f"--vars.lexicons_home={SHARED / 'lexicons'}"]
     assets = subprocess.run(
         [*run, "assets", str(project), "--extra", *mirrors], capture_output=True, text=True, cwd=project
