@@ -255,14 +255,6 @@ def load_archive(folder: Path = ARCHIVE) -> Dict[str, Dict[str, Any]]:
     return out
 
 
-def topic(rid: str, folder: Path = ARCHIVE) -> str:
-    """RETURNS: The archive topic (folder name) that holds the record `rid`."""
-    found = list(folder.glob(f"*/results/{rid}.json"))
-    if not found:
-        raise KeyError(f"no archived record {rid!r} under {folder}")
-    return found[0].parents[1].name
-
-
 def numbers(records: Iterable[Dict[str, Any]]) -> List[float]:
     """RETURNS: Every number the records hold, in values and inside strings."""
     found: List[float] = []

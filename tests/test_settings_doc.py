@@ -20,6 +20,8 @@ from thinc.api import Model
 import spacy_flat  # noqa: F401  (runs every registration decorator)
 from spacy_flat.pipeline.flat_ner import FlatNER
 
+from .util import heading_anchors
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "settings.md"
 # The entry-point groups of the functions a config names, and their registries.
@@ -204,21 +206,15 @@ def test_a_new_loader_needs_a_place_on_the_page(monkeypatch):
         make_settings.render()
 
 
-def slug(heading: str) -> str:
-    """GitHub's anchor of a heading."""
-    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
-
-
 def test_the_page_links_resolve_and_its_anchors_stay():
     for target in re.findall(r"\]\(([^)#]*)(#[^)]*)?\)", TEXT):
         path, anchor = target
         page = (PAGE.parent / path).resolve() if path else PAGE
         assert page.exists(), path
         if anchor:
-            headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf8"), flags=re.M)
-            assert anchor[1:] in {slug(h) for h in headings}, (path, anchor)
+            assert anchor[1:] in heading_anchors(page.read_text(encoding="utf8")), (path, anchor)
     # The anchors other pages link.
-    anchors = {slug(h) for h in re.findall(r"^#+ (.+)$", TEXT, flags=re.M)}
+    anchors = heading_anchors(TEXT)
     assert {"the-components-settings", "the-architectures-arguments"} <= anchors
     for other in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         for anchor in re.findall(r"settings\.md#([\w-]+)", other.read_text(encoding="utf8")):

@@ -2,6 +2,7 @@
 a counter of the operations that wait for a device. Fixtures are in conftest.py."""
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
@@ -21,33 +22,9 @@ ROOT = TESTS.parent
 SHARED = ROOT.parent / "shared"
 TINY = TESTS / "data" / "tiny.jsonl"
 
-# Words for a small lexicon; tests that need jieba's full dictionary load it themselves.
-SMALL_WORDS = [
-    "北京",
-    "北京大学",
-    "大学",
-    "上海",
-    "工作",
-    "华为",
-    "华为公司",
-    "公司",
-    "广州",
-    "出生",
-    "清华",
-    "清华大学",
-    "南京",
-    "腾讯",
-    "腾讯公司",
-    "任职",
-    "杭州",
-    "居住",
-    "复旦",
-    "复旦大学",
-    "深圳",
-    "毕业",
-    "天气",
-    "今天",
-]
+# Words for a small lexicon, one a line (benchmarks/tools/saved_pipelines.py reads the same file); tests
+# that need jieba's full dictionary load it themselves.
+SMALL_WORDS = (TESTS / "data" / "small_words.txt").read_text(encoding="utf8").split()
 
 needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"{SHARED} (the shared data) is absent")
 
@@ -198,3 +175,11 @@ class SyncCounter(TorchDispatchMode):
         if reads or (name.startswith("_to_copy") and str(kwargs.get("device", "")) == "cpu"):
             self.seen.append(name)
         return func(*args, **kwargs)
+
+
+def heading_anchors(text: str) -> set:
+    """RETURNS (set): The fragments GitHub gives the headings of a Markdown text."""
+    found = set()
+    for heading in re.findall(r"^#{1,6} +(.+)$", text, re.M):
+        found.add(re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-"))
+    return found
