@@ -8,7 +8,8 @@ records (benchmarks/results/*.json), and `benchmarks/archive/DECISIONS.md` is it
 archived records (benchmarks/archive/*/results/*.json) and the standing ones. `{{table:NAME}}` is the table
 `TABLES[NAME]` builds; `{{v:ID:path}}` is one figure of record ID (`figures.test_f1.mean`; `:.1f` after the
 path sets the format); `{{f1:ID}}` is a record's test F1 as mean ± sd; `{{sources}}` names the records a
-section read and their commits; `{{index}}` links the section's entry in the page's index. Each index
+section read and their commits; `{{load}}` the load averages its timings started at; `{{index}}` links
+the section's entry in the page's index. Each index
 (`benchmarks/results/INDEX.md`, `benchmarks/archive/INDEX.md`) lists, section by section, the command, date,
 commit, machine, threads, load and notes of every record the section read. In README.md each block between
 `<!-- results:NAME -->` and `<!-- /results:NAME -->` is `TABLES[NAME]`.
@@ -749,6 +750,18 @@ def sources(t: Tables, ids: Sequence[str]) -> str:
     return f"Records: {'; '.join(parts)}." if parts else ""
 
 
+def loads(t: Tables, ids: Sequence[str]) -> str:
+    """RETURNS (str): The 1-minute load averages the section's timings started at (each record's before),
+    with the records' own words on the load where they give them."""
+    recorded = [t.records[r].get("load") or {} for r in ids if t.records[r]["question"] != "reference"]
+    said = sorted({load["before"] for load in recorded if load.get("before") is not None})
+    notes = "; ".join(dict.fromkeys(load["note"] for load in recorded if load.get("note")))
+    if said:
+        figure = f"{said[0]:.2f}" if said[0] == said[-1] else f"{said[0]:.2f} to {said[-1]:.2f}"
+        return f"Load average {figure}" + (f" ({notes})" if notes else "")
+    return f"Load: {notes}" if notes else "Load average not recorded"
+
+
 def lookup(rec: Record, path: str) -> Any:
     value: Any = rec
     for key in path.split("."):
@@ -785,7 +798,7 @@ class Page:
             t.used = []
             body = fill(piece, t)
             used = list(t.used)
-            body = body.replace("{{sources}}", sources(t, used))
+            body = body.replace("{{sources}}", sources(t, used)).replace("{{load}}", loads(t, used))
             # A section that read no record (a measurement still to come) has no entry in the index.
             said = f"[records]({link}#{anchor(heading)})" if used else "no record yet"
             body = body.replace("{{index}}", said)

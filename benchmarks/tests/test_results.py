@@ -110,3 +110,32 @@ def test_records_notes_say_what_the_run_was():
 
 def test_a_record_is_standing_or_archived_never_both():
     assert set(RECORDS) & set(ARCHIVED) == set()
+
+
+TIMED = ("speed-cpu", "speed-gpu", "memory", "long-docs", "annotation", "training-cost", "accuracy-peers")
+
+
+def test_every_timing_section_says_its_load():
+    """A table of timings or memory says the load average its runs started at, beside the table."""
+    template = render.TEMPLATE.read_text(encoding="utf8")
+    cuts = [m.start() for m in render.HEADING.finditer(template)]
+    t = render.Tables(RECORDS)
+    for piece in (template[i:j] for i, j in zip([0, *cuts], [*cuts, len(template)])):
+        t.used = []
+        render.fill(piece, t)
+        if any(RECORDS[rid]["question"] in TIMED for rid in t.used):
+            assert "{{load}}" in piece, piece.splitlines()[0]
+
+
+def test_the_load_is_said_from_the_records():
+    from test_records import made_up
+
+    made = {
+        "a": {**made_up("a", "speed-cpu", {"rows": []}), "load": {"before": 0.4, "after": 0.9}},
+        "b": {**made_up("b", "speed-cpu", {"rows": []}), "load": {"before": 0.2, "after": None, "note": "alone"}},
+        "c": {**made_up("c", "memory", {"rows": []}), "load": {"before": None, "after": None}},
+    }
+    t = render.Tables(made)
+    assert render.loads(t, ["a"]) == "Load average 0.40"
+    assert render.loads(t, ["a", "b"]) == "Load average 0.20 to 0.40 (alone)"
+    assert render.loads(t, ["c"]) == "Load average not recorded"
