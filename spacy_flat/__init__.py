@@ -25,7 +25,8 @@ from .pipeline.architectures import (
 )
 from .pipeline.factory import make_flat_ner
 from .pipeline.flat_ner import FlatNER
-from .pipeline.scorer import make_char_ner_scorer
+from .pipeline.scorer import make_char_ner_scorer, make_pooled_ner_scorer
+from .training.corpora import create_pooled_corpus
 from .training.schedules import warmup_linear_from_first_step
 
 
@@ -52,10 +53,12 @@ __all__ = [
     "build_tener_tagger_v2",
     "create_jieba_lexicon",
     "create_lac_char_vectors",
+    "create_pooled_corpus",
     "create_word2vec_char_vectors",
     "create_word2vec_lexicon",
     "create_word_list_lexicon",
     "make_char_ner_scorer",
     "make_flat_ner",
+    "make_pooled_ner_scorer",
     "warmup_linear_from_first_step",
 ]

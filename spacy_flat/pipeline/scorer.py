@@ -1,7 +1,7 @@
 """Entity scores on character offsets, independent of tokenization."""
 
 from collections import defaultdict
-from typing import Any, Callable, Dict, Iterable
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from spacy.scorer import PRFScore
 from spacy.training import Example
@@ -45,3 +45,42 @@ def make_char_ner_scorer() -> Callable[..., Dict[str, Any]]:
     RETURNS (Callable[..., Dict[str, Any]]): `score_char_entities`.
     """
     return score_char_entities
+
+
+# The key under which a pooled corpus names each reference doc's corpus (training/corpora.py).
+CORPUS_KEY = "corpus"
+
+
+def score_pooled_entities(examples: Iterable[Example], **kwargs: Any) -> Dict[str, Any]:
+    """The scores of `score_char_entities` over all examples, the same for each corpus on its own
+    (`ents_per_corpus`, from the reference doc's `user_data["corpus"]`), and their mean F-score
+    (`ents_f_macro`), which gives every corpus the same weight whatever its size. Docs without a corpus
+    count as one corpus, so on a single test set `ents_f_macro` is `ents_f`.
+
+    examples (Iterable[Example]): Predicted and reference docs.
+    RETURNS (Dict[str, Any]): The scores.
+    """
+    examples = list(examples)
+    by_corpus: Dict[str, List[Example]] = defaultdict(list)
+    for eg in examples:
+        by_corpus[str(eg.reference.user_data.get(CORPUS_KEY, ""))].append(eg)
+    scores = score_char_entities(examples)
+    per_corpus = {name: score_char_entities(egs) for name, egs in sorted(by_corpus.items())}
+    f_scores: List[Optional[float]] = [s["ents_f"] for s in per_corpus.values()]
+    kept = [f for f in f_scores if f is not None]
+    scores["ents_f_macro"] = sum(kept) / len(kept) if kept else None
+    scores["ents_per_corpus"] = {
+        name: {"p": s["ents_p"], "r": s["ents_r"], "f": s["ents_f"]} for name, s in per_corpus.items()
+    }
+    return scores
+
+
+@registry.scorers("spacy-flat.pooled_ner_scorer.v1")
+def make_pooled_ner_scorer() -> Callable[..., Dict[str, Any]]:
+    """A scorer for a dev set pooled from several corpora (`spacy-flat.PooledCorpus.v1`): the scores of
+    `spacy-flat.char_ner_scorer.v1`, each corpus's own (`ents_per_corpus`), and their mean F-score
+    (`ents_f_macro`), to select on with every corpus weighing the same.
+
+    RETURNS (Callable[..., Dict[str, Any]]): `score_pooled_entities`.
+    """
+    return score_pooled_entities

@@ -95,10 +95,15 @@ def fingerprint(config: Config) -> Fingerprint:
     corpora = {"train": training["train_corpus"], "dev": training["dev_corpus"]}
     readers = resolve_dot_names(interpolated, list(corpora.values()))
     data = {split: _hash_corpus(reader) for split, reader in zip(corpora, readers)}
-    # Where the data lies is left out: its content is compared (a reader's `path`). That key exactly:
-    # `gold_preproc`, say, is a setting like any other.
+    # Where the data lies is left out: its content is compared (a reader's `path`, or a pooled reader's
+    # `paths`). Those keys exactly: `gold_preproc`, say, is a setting like any other.
     left_out = {f"{dot_name}.path" for dot_name in corpora.values()}
-    flat = {key: value for key, value in _flatten(interpolated) if not key.startswith("paths.") and key not in left_out}
+    pooled = tuple(f"{dot_name}.paths." for dot_name in corpora.values())
+    flat = {
+        key: value
+        for key, value in _flatten(interpolated)
+        if not key.startswith(("paths.", *pooled)) and key not in left_out
+    }
     files = {key: digest for key, value in flat.items() if (digest := path_digest(value)) is not None}
     return Fingerprint(flat, data, versions(), files)
 
@@ -162,15 +167,18 @@ def _flatten(config: Dict[str, Any], prefix: str = "") -> Iterator[Tuple[str, An
 
 
 def _hash_corpus(reader: Any) -> Dict[str, str]:
-    """The sha256 of each file a corpus reads: a `spacy.Corpus`'s `path`, a file or a folder of .spacy files."""
+    """The sha256 of each file a corpus reads: a `spacy.Corpus`'s `path` or a pooled corpus's `paths`, each
+    a file or a folder of .spacy files."""
     from spacy.training.corpus import FILE_TYPE, walk_corpus
 
-    path = getattr(reader, "path", None)
-    if path is None:
+    pooled = getattr(reader, "paths", None)
+    found = list(pooled.values()) if isinstance(pooled, dict) else [getattr(reader, "path", None)]
+    paths: List[Path] = [Path(path) for path in found if path is not None]
+    if len(paths) != len(found):
         raise ResumeRefusedError(
             f"cannot fingerprint the corpus reader {type(reader).__name__}: resuming needs readers with a `path`"
         )
-    files = sorted(walk_corpus(path, FILE_TYPE))
+    files = sorted(file for path in paths for file in walk_corpus(path, FILE_TYPE))
     return {str(Path(file).resolve()): sha256_file(Path(file)) for file in files}
 
 
