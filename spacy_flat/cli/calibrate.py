@@ -30,8 +30,8 @@ class Scored:
     """A corpus decoded once by a pipeline's `flat_ner`, to score its entity
     probabilities at any temperature without running the model again."""
 
-    def __init__(self, nlp: Language, ner: FlatNER, data: Path, batch_size: int = 128) -> None:
-        gold = list(DocBin().from_disk(data).get_docs(nlp.vocab))
+    def __init__(self, nlp: Language, ner: FlatNER, data: Sequence[Path], batch_size: int = 128) -> None:
+        gold = [doc for path in data for doc in DocBin().from_disk(path).get_docs(nlp.vocab)]
         self.gold: List[Set[CharSpan]] = [{(e.start_char, e.end_char, e.label_) for e in d.ents} for d in gold]
         self.n_gold = sum(len(g) for g in self.gold)
         # One character a token, as `evaluate` reads the data; the components before flat_ner run first.
@@ -58,9 +58,9 @@ def describe(outcomes: Sequence[Outcome], n_gold: int) -> Dict[str, Any]:
 
 
 def calibrate(
-    model: str, dev: Path, output: Optional[Path] = None, test: Optional[Path] = None
+    model: str, dev: Sequence[Path], output: Optional[Path] = None, test: Optional[Path] = None
 ) -> Tuple[float, Dict[str, Any]]:
-    """Fit the temperature on `dev`, write the pipeline with it to `output`.
+    """Fit the temperature on `dev` (one DocBin, or several pooled), write the pipeline with it to `output`.
 
     RETURNS (Tuple[float, Dict[str, Any]]): The temperature and a report: ECE
         and reliability before and after, on dev and (if given) test.
@@ -71,12 +71,15 @@ def calibrate(
         raise FlatError(f"{model}: the pipeline has no flat_ner component")
     if ner.cfg.get("scores_key") is None:
         raise FlatError(f"{model}: entity probabilities are off (scores_key = null); set a key to calibrate them")
+    if isinstance(dev, (str, Path)):
+        dev = [Path(dev)]
     scored = Scored(nlp, ner, dev)
+    named = ", ".join(str(path) for path in dev)
     if not scored.outcomes(1.0):
-        raise FlatError(f"{dev}: the pipeline predicts no entities there, so there is nothing to calibrate")
+        raise FlatError(f"{named}: the pipeline predicts no entities there, so there is nothing to calibrate")
     temperature = fit_temperature(scored.outcomes)
-    report: Dict[str, Any] = {"temperature": temperature, "dev": str(dev)}
-    for name, data in (("dev", scored), ("test", Scored(nlp, ner, test) if test is not None else None)):
+    report: Dict[str, Any] = {"temperature": temperature, "dev_sets": named}
+    for name, data in (("dev", scored), ("test", Scored(nlp, ner, [test]) if test is not None else None)):
         if data is not None:
             report[name] = {
                 "before": describe(data.outcomes(1.0), data.n_gold),
@@ -92,11 +95,12 @@ def calibrate(
 @flat_cli.command("calibrate")
 def calibrate_cli(
     model: Annotated[str, Arg()],
-    dev: Annotated[Path, Arg()],
+    dev: Annotated[List[Path], Arg(help="the dev DocBin, or several to pool")],
     output: Annotated[Optional[Path], Opt("--output", help="write the calibrated pipeline here")] = None,
     test: Annotated[Optional[Path], Opt("--test", help="also report calibration on this DocBin")] = None,
 ) -> None:
-    """fit the temperature of the entity probabilities on dev and save it with the pipeline"""
+    """fit the temperature of the entity probabilities on dev (one DocBin or several pooled) and save it with
+    the pipeline"""
     temperature, report = calibrate(model, dev, output, test)
     print(f"temperature {temperature:.3f}")
     for split in ("dev", "test"):

@@ -67,6 +67,19 @@ def test_calibrate_fits_saves_and_loads_a_temperature(saved):
     assert not numpy.allclose(doc_a.spans["flat_ner"].attrs["scores"], doc_b.spans["flat_ner"].attrs["scores"])
 
 
+def test_calibrate_pools_several_dev_sets(saved):
+    # The dev set cut in two and pooled again fits the temperature the whole one fits.
+    nlp = spacy.load(saved / "model")
+    docs = list(DocBin().from_disk(saved / "dev.spacy").get_docs(nlp.vocab))
+    DocBin(docs=docs[: len(docs) // 2]).to_disk(saved / "dev-a.spacy")
+    DocBin(docs=docs[len(docs) // 2 :]).to_disk(saved / "dev-b.spacy")
+    whole, whole_report = calibrate(str(saved / "model"), [saved / "dev.spacy"])
+    pooled, report = calibrate(str(saved / "model"), [saved / "dev-a.spacy", saved / "dev-b.spacy"])
+    assert pooled == pytest.approx(whole)
+    assert report["dev"]["after"]["ece"] == pytest.approx(whole_report["dev"]["after"]["ece"])
+    assert "dev-a.spacy" in report["dev_sets"] and "dev-b.spacy" in report["dev_sets"]
+
+
 def test_evaluation_reports_the_calibration(saved):
     scores = evaluate(str(saved / "model"), saved / "dev.spacy", saved / "metrics")
     confidence = scores["confidence"]

@@ -202,7 +202,7 @@ def test_calibration_keeps_its_emissions_on_the_host(family_nlp, tmp_path):
     ner = nlp.get_pipe("flat_ner")
     ner.cfg["decoding"] = "torch"
     try:
-        scored = Scored(nlp, ner, tmp_path / "dev.spacy", batch_size=4)
+        scored = Scored(nlp, ner, [tmp_path / "dev.spacy"], batch_size=4)
     finally:
         ner.cfg["decoding"] = "auto"
     assert len(scored.batches) > 1
