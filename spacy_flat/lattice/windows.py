@@ -1,7 +1,7 @@
 """Long documents: the segments the model encodes, cut at sentence punctuation,
 and the merging of their predictions back into whole documents.
 
-Both architectures encode segments, never whole docs: a short doc is one
+Every architecture encodes segments, never whole docs: a short doc is one
 segment, a long one several overlapping windows. So a document of any length
 costs bounded memory, with or without transformer features.
 """
@@ -14,6 +14,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple, TypeVar, cast
 from spacy.tokens import Doc
 
 from ..types import CharSpan, ScoredSpan
+from .scripts import read_as_simplified
 
 # Spans with or without their probability.
 AnySpan = TypeVar("AnySpan", CharSpan, ScoredSpan)
@@ -118,10 +119,18 @@ class Segmenter:
 
     window_size (int): Longest text encoded at once; <= 0 never cuts.
     window_overlap (int): Context characters shared by neighbouring windows.
+    normalize_script (bool): Segments read traditional characters as simplified ones (`scripts.py`),
+        one for one, so every offset is the doc's own.
     """
 
     window_size: int
     window_overlap: int
+    normalize_script: bool = False
+
+    def read(self, doc: Doc) -> str:
+        """RETURNS (str): `doc.text` as the model reads it: the same length, the same offsets."""
+        text = doc.text  # rebuilt from every token on each access: read it once
+        return read_as_simplified(text) if self.normalize_script else text
 
     def plan(self, text: str, protected: Sequence[Tuple[int, int]] = ()) -> List[Window]:
         """RETURNS (List[Window]): The windows of `text`; one empty window for an
@@ -134,7 +143,7 @@ class Segmenter:
         segments: List[Segment] = []
         plans: List[List[Window]] = []
         for doc in docs:
-            text = doc.text  # rebuilt from every token on each access: read it once
+            text = self.read(doc)
             plan = self.plan(text)
             plans.append(plan)
             segments.extend(Segment(doc, w.start, w.end, text[w.start : w.end]) for w in plan)
@@ -153,7 +162,7 @@ class Segmenter:
         """The segments of a training doc with their gold spans (segment offsets).
         Training windows are their own parts only, cut where no gold entity
         crosses, so every entity is learned exactly once and none is clipped."""
-        text = doc.text
+        text = self.read(doc)
         out: List[Tuple[Segment, List[CharSpan]]] = []
         for window in self.plan(text, [(s, e) for s, e, _ in entities]):
             a, b = window.own_start, window.own_end

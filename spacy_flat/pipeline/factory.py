@@ -23,6 +23,7 @@ from .flat_ner import FlatNER
         "threshold": 0.0,
         "decoding": "auto",
         "int8_inference": False,
+        "normalize_script": False,
         "scorer": {"@scorers": "spacy-flat.char_ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -39,6 +40,7 @@ def make_flat_ner(
     threshold: float,
     decoding: str,
     int8_inference: bool,
+    normalize_script: bool,
     scorer: Optional[Callable],
 ) -> FlatNER:
     """Create a FLAT named-entity recognizer.
@@ -64,6 +66,11 @@ def make_flat_ner(
     int8_inference (bool): Predict on a CPU with the tagger's linear layers dynamically
         quantized to int8 (`nn/quantized.py`): faster, at a small cost in F1; training, and
         prediction on a GPU, stay float32.
+    normalize_script (bool): Read traditional characters as their simplified forms, one for
+        one (OpenCC's character table; pip install 'spacy-flat[scripts]'), so a model trained
+        on simplified text reads traditional text too; `doc.text` and the entities' offsets
+        are the text's own. Changes three characters of MSRA's training text: it can be turned
+        on after training.
     scorer (Optional[Callable]): The scoring method; the default matches entities by exact
         character span and label, whatever the tokenization.
     """
@@ -79,5 +86,6 @@ def make_flat_ner(
         threshold=threshold,
         decoding=decoding,
         int8_inference=int8_inference,
+        normalize_script=normalize_script,
         scorer=scorer,
     )

@@ -71,6 +71,7 @@ class FlatNER(TrainablePipe):
         threshold: float = 0.0,
         decoding: str = "auto",
         int8_inference: bool = False,
+        normalize_script: bool = False,
         scorer: Optional[Callable] = None,
     ) -> None:
         if alignment_mode not in ALIGNMENT_MODES:
@@ -97,6 +98,8 @@ class FlatNER(TrainablePipe):
             "decoding": decoding,
             # Predict on a CPU through an int8 copy of the tagger's linear layers (`nn/quantized.py`).
             "int8_inference": int8_inference,
+            # Read traditional characters as simplified ones (`lattice/scripts.py`); offsets stay the doc's.
+            "normalize_script": normalize_script,
             # Divides the CRF's potentials for the probabilities; fitted on dev by `calibrate`.
             "temperature": 1.0,
             # What the training entities allow (BoundaryRules), set at initialization.
@@ -153,7 +156,9 @@ class FlatNER(TrainablePipe):
     @property
     def segmenter(self) -> Segmenter:
         """RETURNS (Segmenter): How docs are cut into windows, from `cfg` (which may change at run time)."""
-        return Segmenter(self.cfg["window_size"], self.cfg["window_overlap"])
+        return Segmenter(
+            self.cfg["window_size"], self.cfg["window_overlap"], bool(self.cfg.get("normalize_script", False))
+        )
 
     @property
     def boundary_rules(self) -> Optional[BoundaryRules]:
