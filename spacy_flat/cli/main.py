@@ -1,16 +1,16 @@
 """The command line: `python -m spacy flat COMMAND …` (spaCy's CLI, through the `spacy_cli` entry point
 that names `flat_cli` here) and `python -m spacy_flat COMMAND …` (`main`). The commands: convert,
-schedule, train, evaluate, calibrate, annotate, pretrain-vectors, verify-assets."""
+schedule, train, evaluate, calibrate, model-card, annotate, pretrain-vectors, verify-assets."""
 
 from typing import List, Optional
 
 import typer
 
-from . import annotate, calibrate, convert, evaluate, pretrain_vectors, project_assets, schedule, train
+from . import annotate, calibrate, convert, evaluate, model_card, pretrain_vectors, project_assets, schedule, train
 from .app import flat_cli
 
 # Each module registers its commands on `flat_cli` when imported.
-COMMANDS = (convert, schedule, train, evaluate, calibrate, annotate, pretrain_vectors, project_assets)
+COMMANDS = (convert, schedule, train, evaluate, calibrate, model_card, annotate, pretrain_vectors, project_assets)
 PROG = "python -m spacy_flat"
 
 

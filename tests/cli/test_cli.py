@@ -15,7 +15,17 @@ from spacy_flat.cli.main import main
 
 from ..util import ROOT
 
-COMMANDS = ["annotate", "calibrate", "convert", "evaluate", "pretrain-vectors", "schedule", "train", "verify-assets"]
+COMMANDS = [
+    "annotate",
+    "calibrate",
+    "convert",
+    "evaluate",
+    "model-card",
+    "pretrain-vectors",
+    "schedule",
+    "train",
+    "verify-assets",
+]
 CONFIG = ROOT / "configs" / "resume.cfg"
 
 
