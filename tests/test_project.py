@@ -108,6 +108,72 @@ def test_project_news_on_a_slice(tmp_path: Path):
     assert set(nlp.get_pipe("flat_ner").labels) == labels
 
 
+@needs_shared
+@pytest.mark.slow
+def test_project_general_on_a_slice(tmp_path: Path):
+    """The general pipeline's workflow on slices of its four corpora and of the raw text: labels harmonised,
+    the bigram table pretrained with every dev and test set held back, FLAT trained on the pool (a short,
+    fast schedule, so that calibration has entities to fit), calibrated on the pooled dev sets, scored on
+    each test set and packaged with its model card."""
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "project.yml", project)
+    shutil.copytree(ROOT / "configs", project / "configs")
+    config = (project / "configs" / "general.cfg").read_text(encoding="utf8")
+    for old, new in (
+        ("max_steps = 7220", "max_steps = 120"),
+        ("eval_frequency = 1444", "eval_frequency = 60"),
+        ("warmup_steps = 902", "warmup_steps = 1"),
+        ("total_steps = 7220", "total_steps = 120"),
+        ("initial_rate = 0.002", "initial_rate = 0.01"),
+    ):
+        assert old in config
+        config = config.replace(old, new)
+    (project / "configs" / "general.cfg").write_text(config, encoding="utf8")
+    slices = {
+        "msra": {"train_dev.char.bmes": "msra/train_dev.char.bmes", "test.char.bmes": "msra/test.char.bmes"},
+        "weibo": {f"weiboNER_2nd_conll.{s}": f"weibo/weiboNER_2nd_conll.{s}" for s in ("train", "dev", "test")},
+        "resume": {f"{s}.char.bmes": f"resume/{s}.char.bmes" for s in ("train", "dev", "test")},
+        "uner": {f"zh_gsdsimp-ud-{s}.iob2": f"uner-gsdsimp/zh_gsdsimp-ud-{s}.iob2" for s in ("train", "dev", "test")},
+    }
+    for corpus, files in slices.items():
+        (project / "assets" / corpus).mkdir(parents=True)
+        for name, src in files.items():
+            head_sentences(SHARED / "data" / src, project / "assets" / corpus / name, 40)
+    (project / "assets" / "corpora").mkdir()
+    for src in sorted((SHARED / "corpora").iterdir()):
+        _corpus_slice(src, project / "assets" / "corpora" / src.name, 3 if "jsonl" in src.name else 400)
+    (project / "assets" / "vectors").mkdir()
+    (project / "assets" / "vectors" / "words.vector").symlink_to(SHARED / "vectors/synonyms-wiki-w2v-100d/words.vector")
+    sliced = ("assets/msra/", "assets/weibo/", "assets/resume/", "assets/uner/", "assets/corpora/")
+    run_workflow(project, "general", sliced, ["--vars.msra_dev_sentences=10"])
+    labels = {"PER", "LOC", "ORG"}
+    report = json.loads((project / "training" / "pretrained" / "general" / "report.json").read_text(encoding="utf8"))
+    assert report["stages"]["sentences"]["held_back_sentences"] > 0
+    for test_set in ("msra", "weibo", "resume", "uner"):
+        scores = json.loads((project / "metrics" / "general" / test_set / "scores.json").read_text(encoding="utf8"))
+        assert set(scores["ents_per_type"]) <= labels
+    best = json.loads((project / "training" / "general" / "model-best" / "meta.json").read_text(encoding="utf8"))
+    assert set(best["performance"]["ents_per_corpus"]) == {"msra", "weibo", "resume", "uner"}
+    calibrated = project / "training" / "general" / "model-calibrated"
+    assert json.loads((calibrated / "flat_ner" / "cfg.json").read_text())["temperature"] != 1.0
+    (wheel,) = (project / "packages").glob("zh_flat_general-*/dist/*.whl")
+    assert _wheel_requires_flat(wheel)
+    with zipfile.ZipFile(wheel) as packaged:
+        (meta_name,) = [n for n in packaged.namelist() if n.endswith("zh_flat_general/meta.json")]
+        meta = json.loads(packaged.read(meta_name))
+        # Derived tables only: no corpus file travels with the pipeline.
+        assert not [n for n in packaged.namelist() if n.endswith((".spacy", ".bmes", ".iob2", ".xz"))]
+    assert {source["license"] for source in meta["sources"]} >= {"research use", "CC BY-SA 3.0", "CC BY-SA 4.0"}
+    assert set(meta["test_performance"]) == {
+        "MSRA test",
+        "Weibo test (named mentions)",
+        "Resume test (PER, LOC, ORG)",
+        "UNER GSDSimp test",
+    }
+    assert "| MSRA test | **all** |" in meta["notes"]
+
+
 def _corpus_slice(src: Path, dest: Path, lines: int) -> None:
     """The first lines of a corpus file, in its own format (xz, or a zip's first member); of a
     JSON array (one line), its first `lines` items."""

@@ -146,3 +146,59 @@ def test_parameter_averages_are_used_for_evaluation_and_saving(tmp_path: Path):
     loaded = spacy.load(tmp_path / "averaged").get_pipe("flat_ner").model.get_ref("tagger").shims[0]
     saved = dict(loaded._model.named_parameters())[name].detach().numpy()
     numpy.testing.assert_allclose(saved, average, rtol=1e-6)
+
+
+def test_spacy_train_selects_on_the_pooled_dev_sets_mean(tmp_path: Path):
+    """configs/general.cfg's readers and scorer in a 3-step `spacy train` of a small model: two corpora
+    pooled for training and for dev, each dev doc scored under its corpus, the mean selecting."""
+    overrides = _tiny_training(tmp_path)
+    corpus = overrides.pop("paths.train")
+    del overrides["paths.dev"]
+    names = ("msra", "weibo", "resume", "uner")
+    overrides |= {f"paths.{name}_{split}": corpus for name in names for split in ("train", "dev")}
+    overrides |= {
+        "components.flat_ner.model.bigram_vectors": False,
+        "initialize.components.flat_ner.bigram_vectors": None,
+        "initialize.components.flat_ner.char_vectors.normalize": False,
+    }
+    train(ROOT / "configs" / "general.cfg", tmp_path / "out", overrides=overrides)
+    meta = srsly.read_json(tmp_path / "out" / "model-last" / "meta.json")
+    per_corpus = meta["performance"]["ents_per_corpus"]
+    assert set(per_corpus) == set(names)
+    mean = sum(per_corpus[name]["f"] or 0.0 for name in names) / len(names)
+    assert meta["performance"]["ents_f_macro"] == pytest.approx(mean)
+
+
+@needs_shared
+@pytest.mark.slow
+def test_general_schedule_is_counted_in_epochs_of_its_pool(tmp_path: Path):
+    """configs/general.cfg's warm-up (half an epoch) and decay (4 epochs) in batches of the pool its reader
+    makes from the four corpora, converted as project.yml's convert-general converts them."""
+    from spacy_flat.cli.convert import read_words
+    from spacy_flat.training.corpora import pooled_counts
+
+    reads = {
+        "msra": list(read_conll(SHARED / "data/msra/train_dev.char.bmes", report=ConversionReport("msra")))[
+            :-MSRA_DEV_SENTENCES
+        ],
+        "weibo": list(read_conll(SHARED / "data/weibo/weiboNER_2nd_conll.train", report=ConversionReport("weibo"))),
+        "resume": list(read_conll(SHARED / "data/resume/train.char.bmes", report=ConversionReport("resume"))),
+        "uner": list(
+            read_words(SHARED / "data/uner-gsdsimp/zh_gsdsimp-ud-train.iob2", report=ConversionReport("uner"))
+        ),
+    }
+    config = load_config(ROOT / "configs" / "general.cfg")
+    alpha = config["corpora"]["train"]["alpha"]
+    counts = pooled_counts({name: len(s) for name, s in reads.items()}, alpha)
+    # Each corpus repeated to its count: the batcher sees lengths only, so the repeats' choice does not matter.
+    pool = [
+        s.chars for name, s_list in reads.items() for s in (s_list * (counts[name] // len(s_list) + 1))[: counts[name]]
+    ]
+    training = registry.resolve({"batcher": config["training"]["batcher"]})
+    per_epoch = sum(1 for _ in training["batcher"](pool))
+    schedule = config["training"]["optimizer"]["learn_rate"]
+    assert schedule["warmup_steps"] == pytest.approx(per_epoch / 2, rel=0.05)
+    assert schedule["total_steps"] == pytest.approx(4 * per_epoch, rel=0.05)
+    assert config["training"]["eval_frequency"] <= per_epoch
+    assert (config["training"]["max_epochs"], config["training"]["max_steps"]) == (0, schedule["total_steps"])
+    assert schedule["total_steps"] % config["training"]["eval_frequency"] == 0
