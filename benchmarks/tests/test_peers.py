@@ -46,3 +46,15 @@ def test_the_timing_interleaves_and_scores_the_first_round():
     assert calls == ["a", "b", "a", "b"]
     assert measured["a"]["scores"]["x"]["all"]["f"] == 100.0 and measured["b"]["scores"]["x"]["all"]["f"] == 0.0
     assert set(measured["a"]["chars_per_s"]) == {"median", "min", "max"}
+
+
+def test_the_traditional_test_set_keeps_every_offset():
+    pytest.importorskip("opencc")
+    assert peers.traditional("习近平在北京人民大会堂会见了美国国务卿。") == "習近平在北京人民大會堂會見了美國國務卿。"
+    if not peers.UNER_TEST.exists():
+        pytest.skip("../shared/data/uner-gsdsimp is not here")
+    simplified, converted = peers.gold("uner"), peers.gold("uner-traditional")
+    assert [len(t) for t, _ in converted] == [len(t) for t, _ in simplified]
+    assert [spans for _, spans in converted] == [spans for _, spans in simplified]
+    changed = sum(a != b for (a, _), (b, _) in zip(simplified, converted))
+    assert changed > 400  # nearly every Wikipedia sentence has a character that changes
