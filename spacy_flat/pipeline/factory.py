@@ -24,6 +24,7 @@ from .flat_ner import FlatNER
         "decoding": "auto",
         "int8_inference": False,
         "normalize_script": False,
+        "skip_spaces": False,
         "scorer": {"@scorers": "spacy-flat.char_ner_scorer.v1"},
     },
     default_score_weights={"ents_f": 1.0, "ents_p": 0.0, "ents_r": 0.0, "ents_per_type": None},
@@ -41,6 +42,7 @@ def make_flat_ner(
     decoding: str,
     int8_inference: bool,
     normalize_script: bool,
+    skip_spaces: bool,
     scorer: Optional[Callable],
 ) -> FlatNER:
     """Create a FLAT named-entity recognizer.
@@ -71,6 +73,10 @@ def make_flat_ner(
         on simplified text reads traditional text too; `doc.text` and the entities' offsets
         are the text's own. Changes three characters of MSRA's training text: it can be turned
         on after training.
+    skip_spaces (bool): Read past the runs of spaces (and tabs, no-break and ideographic spaces)
+        beside a Chinese character, as in word-segmented or typed text (马云 在 杭州), which the
+        training corpora lack; an entity may then cover such a space. Spaces between Latin words
+        and every line break stay. `doc.text` and the entities' offsets are the text's own.
     scorer (Optional[Callable]): The scoring method; the default matches entities by exact
         character span and label, whatever the tokenization.
     """
@@ -87,5 +93,6 @@ def make_flat_ner(
         decoding=decoding,
         int8_inference=int8_inference,
         normalize_script=normalize_script,
+        skip_spaces=skip_spaces,
         scorer=scorer,
     )

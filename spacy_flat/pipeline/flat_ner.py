@@ -72,6 +72,7 @@ class FlatNER(TrainablePipe):
         decoding: str = "auto",
         int8_inference: bool = False,
         normalize_script: bool = False,
+        skip_spaces: bool = False,
         scorer: Optional[Callable] = None,
     ) -> None:
         if alignment_mode not in ALIGNMENT_MODES:
@@ -100,6 +101,8 @@ class FlatNER(TrainablePipe):
             "int8_inference": int8_inference,
             # Read traditional characters as simplified ones (`lattice/scripts.py`); offsets stay the doc's.
             "normalize_script": normalize_script,
+            # Read past spaces beside Chinese characters (`lattice/spaces.py`); offsets stay the doc's.
+            "skip_spaces": skip_spaces,
             # Divides the CRF's potentials for the probabilities; fitted on dev by `calibrate`.
             "temperature": 1.0,
             # What the training entities allow (BoundaryRules), set at initialization.
@@ -157,7 +160,10 @@ class FlatNER(TrainablePipe):
     def segmenter(self) -> Segmenter:
         """RETURNS (Segmenter): How docs are cut into windows, from `cfg` (which may change at run time)."""
         return Segmenter(
-            self.cfg["window_size"], self.cfg["window_overlap"], bool(self.cfg.get("normalize_script", False))
+            self.cfg["window_size"],
+            self.cfg["window_overlap"],
+            bool(self.cfg.get("normalize_script", False)),
+            bool(self.cfg.get("skip_spaces", False)),
         )
 
     @property

@@ -130,6 +130,24 @@ def test_transformer_features_alone(tmp_path):
 
 
 @needs_shared
+def test_transformer_features_follow_the_characters_read_past_spaces():
+    """With skip_spaces, each character read takes the features of its own token in the doc."""
+    nlp = build(use_char_embeddings=False)
+    examples = tiny_examples(nlp)
+    nlp.initialize(lambda: examples)
+    ner = nlp.get_pipe("flat_ner")
+    ner.cfg["skip_spaces"] = True
+    text = "张伟 在 北京 工作。"
+    docs = list(nlp.pipe([text], disable=["flat_ner"]))
+    (segment,), _ = ner.segmenter.segments(docs)
+    assert segment.text == "张伟在北京工作。" and [text[i] for i in segment.char_offsets()] == list(segment.text)
+    scores = numpy.asarray(ner.model.predict([segment]))
+    assert scores.shape[1] >= len(segment.text) and numpy.isfinite(scores[0, : len(segment.text)]).all()
+    doc = nlp(text)
+    assert doc.text == text and all(0 <= e.start_char < e.end_char <= len(text) for e in doc.ents)
+
+
+@needs_shared
 @pytest.mark.slow
 def test_dcsan_on_transformer_features_trains_saves_and_loads(tmp_path):
     """DC-SAN with BERT: the transformer's vectors are the characters the word sets attend to."""
