@@ -99,10 +99,10 @@ def merge_window_spans(windows: Sequence[Window], spans: Iterable[Sequence[AnySp
 
 @dataclass(frozen=True)
 class Segment:
-    """Characters [start, end) of `doc.text`, encoded together.
+    """Characters [start, end) of a doc's text as read (`Reading`), encoded together.
 
-    Offsets are the doc's text as read (`Reading`), which are `doc.text`'s own unless
-    spaces were skipped; then `doc_offsets` gives each character's offset in `doc.text`.
+    Those offsets are `doc.text`'s own unless spaces were skipped; then `doc_offsets`
+    gives each character's offset in `doc.text`.
 
     features: per-character features of the segment (an xp array of
     (end - start, width)), set by the transformer architecture.
