@@ -5,10 +5,10 @@ perceptron over jieba-like words). Every annotator is scored with the same score
 PER, LOC and ORG, on MSRA test (NR, NS, NT renamed), Weibo test's named mentions (GPE as LOC; nominal mentions
 left out of the gold) and UNER v1 Chinese GSDSimp test (Wikipedia; its word-level IOB2 read as characters, as
 `convert --format words` reads it), and that test again in traditional script (OpenCC's `s2t`, one character for
-one, so the gold spans keep their offsets) and with its words joined by spaces, as word-segmented text has them. Each annotator is timed over the same texts on one thread, in rounds
-that interleave the annotators, so a change of load reaches all of them. Each also reads a few probes of text as
-users have it (posts with @names, hashtags and laughter, traditional script, spaces and full-width forms), whose
-entities the record keeps.
+one, so the gold spans keep their offsets) and with its words joined by spaces, as word-segmented text has
+them. Each annotator is timed over the same texts on one thread, in rounds that interleave the annotators, so a
+change of load reaches all of them. Each also reads a few probes of text as users have it (posts with @names,
+hashtags and laughter, traditional script, spaces and full-width forms), whose entities the record keeps.
 
     pip install -e ".[peers]"
     OMP_NUM_THREADS=1 python benchmarks/peers.py --pipeline general=training/general/model-calibrated \
@@ -46,7 +46,13 @@ GOLD_LABELS: Dict[str, Dict[str, str]] = {
 PIPELINE_LABELS = {"PER": "PER", "LOC": "LOC", "ORG": "ORG", "GPE": "LOC", "PER.NAM": "PER", "LOC.NAM": "LOC"}
 PIPELINE_LABELS |= {"GPE.NAM": "LOC", "ORG.NAM": "ORG", "NR": "PER", "NS": "LOC", "NT": "ORG", "NAME": "PER"}
 TEST_SETS = ("msra", "weibo", "uner", "uner-traditional", "uner-spaced")
-TITLES = ("MSRA test", "Weibo test (named)", "UNER GSDSimp test", "UNER GSDSimp test, traditional", "UNER, words spaced")
+TITLES = (
+    "MSRA test",
+    "Weibo test (named)",
+    "UNER GSDSimp test",
+    "UNER GSDSimp test, traditional",
+    "UNER, words spaced",
+)
 # The settings that read noisy text, on in the second run of a pipeline named by --read-noisy.
 NOISY_SETTINGS = {"normalize_script": True, "skip_spaces": True}
 # Text as users have it, read by every annotator; the record keeps what each found.
@@ -90,7 +96,7 @@ def uner_words() -> List[Tuple[List[str], List[str]]]:
     sentences: List[Tuple[List[str], List[str]]] = []
     words: List[str] = []
     tags: List[str] = []
-    for line in UNER_TEST.read_text(encoding="utf8").splitlines() + [""]:
+    for line in [*UNER_TEST.read_text(encoding="utf8").splitlines(), ""]:
         if line.startswith("#"):
             continue
         if not line.strip():
