@@ -92,7 +92,8 @@ def word_spans(words: Sequence[str], tags: Sequence[str], sep: str = "") -> Set[
 
 
 def uner_words() -> List[Tuple[List[str], List[str]]]:
-    """RETURNS: UNER GSDSimp test's sentences as their words and IOB2 tags (columns 2 and 3)."""
+    """RETURNS: UNER GSDSimp test's sentences as their words and IOB2 tags (columns 2 and 3). `read_words`
+    checks the file and gives each sentence's characters, but joins the words, and spacing them needs them."""
     sentences: List[Tuple[List[str], List[str]]] = []
     words: List[str] = []
     tags: List[str] = []

@@ -672,7 +672,7 @@ def peers_cells(t: Tables, annotator: str) -> List[str]:
     """The pipelines table's test F1 and training cells of a pipeline measured only beside the peers."""
     rows = t.get("peers-offline")["figures"]["rows"] if "peers-offline" in t.records else []
     # The general pipeline ships reading noisy text (traditional script, spaces): its row with that on.
-    wanted = (f"{annotator}, normalize_script, skip_spaces", f"{annotator}, normalize_script", annotator)
+    wanted = (f"{annotator}, normalize_script, skip_spaces", annotator)
     found = sorted((r for r in rows if r["annotator"] in wanted), key=lambda r: wanted.index(r["annotator"]))
     if not found:
         return ["–", "not measured yet: the `peers` workflow scores it"]

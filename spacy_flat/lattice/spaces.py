@@ -16,13 +16,9 @@ from .scripts import CJK_BLOCKS
 
 # Horizontal whitespace: space, tab, no-break space, ideographic space. Line breaks are not among them.
 SPACE_CHARS = " \t\u00a0\u3000"
-_SPACE_RUN = re.compile(f"[{SPACE_CHARS}]+")
-
-
-def is_han(char: str) -> bool:
-    """RETURNS (bool): Whether `char` is a CJK ideograph (the blocks of `scripts.CJK_BLOCKS`)."""
-    codepoint = ord(char)
-    return any(low <= codepoint < high for low, high in CJK_BLOCKS)
+_HAN = "".join(f"{chr(low)}-{chr(high - 1)}" for low, high in CJK_BLOCKS)
+# A run of spaces after a Chinese character, or one before a Chinese character.
+_SKIPPED_RUN = re.compile(f"(?<=[{_HAN}])[{SPACE_CHARS}]+|[{SPACE_CHARS}]+(?=[{_HAN}])")
 
 
 def read_offsets(text: str) -> Optional[List[int]]:
@@ -32,17 +28,12 @@ def read_offsets(text: str) -> Optional[List[int]]:
     RETURNS (Optional[List[int]]): One offset per character read, then `len(text)`; None where nothing
         is left out (the common case, found by one regular-expression scan).
     """
-    dropped = []
-    for run in _SPACE_RUN.finditer(text):
-        start, end = run.span()
-        if (start > 0 and is_han(text[start - 1])) or (end < len(text) and is_han(text[end])):
-            dropped.append((start, end))
-    if not dropped:
-        return None
     offsets: List[int] = []
     pos = 0
-    for start, end in dropped:
-        offsets.extend(range(pos, start))
-        pos = end
+    for run in _SKIPPED_RUN.finditer(text):
+        offsets.extend(range(pos, run.start()))
+        pos = run.end()
+    if not pos:
+        return None
     offsets.extend(range(pos, len(text) + 1))
     return offsets

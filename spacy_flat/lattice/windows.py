@@ -119,8 +119,8 @@ class Segment:
         return self.end - self.start
 
     def char_offsets(self) -> Any:
-        """RETURNS: The `doc.text` offsets of the segment's characters, as a slice or a list of offsets."""
-        return slice(self.start, self.end) if self.doc_offsets is None else list(self.doc_offsets)
+        """RETURNS: The `doc.text` offsets of the segment's characters, as a slice or a sequence of offsets."""
+        return slice(self.start, self.end) if self.doc_offsets is None else self.doc_offsets
 
 
 @dataclass(frozen=True)
@@ -138,18 +138,18 @@ class Reading:
     read: str
     offsets: Optional[List[int]] = None
 
-    def spans_read(self, spans: Sequence[CharSpan]) -> List[CharSpan]:
-        """RETURNS (List[CharSpan]): `spans` (doc offsets) in offsets of `read`; a span of skipped spaces is lost."""
+    def spans_read(self, spans: Sequence[CharSpan]) -> Sequence[CharSpan]:
+        """RETURNS (Sequence[CharSpan]): `spans` (doc offsets) in offsets of `read`; spans of skipped spaces go."""
         if self.offsets is None:
-            return list(spans)
+            return spans
         moved = [(bisect_left(self.offsets, s), bisect_left(self.offsets, e), label) for s, e, label in spans]
         return [span for span in moved if span[0] < span[1]]
 
-    def spans_in_doc(self, spans: Sequence[AnySpan]) -> List[AnySpan]:
+    def spans_in_doc(self, spans: List[AnySpan]) -> List[AnySpan]:
         """RETURNS (List[AnySpan]): `spans` (offsets of `read`) in doc offsets, each with what follows its end."""
         offsets = self.offsets
         if offsets is None:
-            return list(spans)
+            return spans
         moved: List[AnySpan] = []
         span: Tuple[Any, ...]
         for span in spans:

@@ -34,11 +34,6 @@ class DocSpans(list):
         self.text = text
 
 
-def doc_texts(plans: Sequence[Plan]) -> List[str]:
-    """RETURNS (List[str]): Each doc's text, as segmenting read it from `doc.text`."""
-    return [plan.reading.text for plan in plans]
-
-
 @dataclass
 class Decoded:
     """A batch of docs as the model tagged it (`TorchTagger.predict`), and how its segments
@@ -51,8 +46,6 @@ class Decoded:
     tagger: TorchTagger
     tag_set: TagSet
     tagged: Tagged
-    # Each doc's text, as segmenting read it: writing the entities need not read `doc.text` again.
-    texts: Optional[List[str]] = None
 
     def spans(self) -> List[List[CharSpan]]:
         """RETURNS (List[List[CharSpan]]): Each doc's entities, doc offsets."""
@@ -70,10 +63,9 @@ class Decoded:
         return self._with_texts(self.segmenter.merge(self.plans, self._by_segment(kept_runs, probs[kept])))
 
     def _with_texts(self, spans: List[List[Any]]) -> List[Any]:
-        """Each doc's spans as a `DocSpans` that carries its text (plain lists without texts)."""
-        if self.texts is None:
-            return spans
-        return [DocSpans(doc_spans, text) for doc_spans, text in zip(spans, self.texts)]
+        """Each doc's spans as a `DocSpans` that carries its text, as segmenting read it from `doc.text`:
+        writing the entities need not read `doc.text` again."""
+        return [DocSpans(doc_spans, plan.reading.text) for doc_spans, plan in zip(spans, self.plans)]
 
     def _by_segment(self, runs: Runs, probs: Optional[numpy.ndarray] = None) -> List[List[Any]]:
         """Each segment's spans (start, end, label[, probability]) from runs as arrays."""
@@ -110,7 +102,7 @@ def decode_docs(
     tagged = tagger.predict(
         segments, rules, tag_set, on_device=on_device, temperature=temperature, probabilities=probabilities
     )
-    return Decoded(segmenter, plans, tagger, tag_set, tagged, doc_texts(plans))
+    return Decoded(segmenter, plans, tagger, tag_set, tagged)
 
 
 def above(spans: Sequence[ScoredSpan], threshold: float) -> List[ScoredSpan]:
