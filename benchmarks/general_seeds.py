@@ -7,7 +7,7 @@ A seed whose four test scores are saved is read back, not trained again, so a st
 stopped (training itself resumes from its checkpoints).
 
     python -m spacy project run general .            # seed 0, once
-    python benchmarks/general_seeds.py --seeds 0 1 2  # about 35 minutes a further seed on 2 cores
+    python benchmarks/general_seeds.py --seeds 0 1 2  # about 20 to 25 minutes a further seed on 2 cores
 
 It prints a table and writes the record `accuracy-general-pipeline-s012` (benchmarks/results.py): F1 on each
 test set (mean, sd, per seed), the pooled dev F1 that selected each model, and the calibration's temperature

@@ -669,15 +669,18 @@ PEER_SETS = (
 )
 
 
+def over_seeds(cell: Dict[str, Any]) -> str:
+    """RETURNS (str): A figure over seeds, `mean ± sd` (the mean alone for one seed)."""
+    spread = f" ± {cell['sd']:.2f}" if "sd" in cell else ""
+    return f"{cell['mean']:.2f}{spread}"
+
+
 def general_cells(rec: Record) -> str:
     """The pipelines table's test F1 cell of the general pipeline: three of its four test sets, over seeds."""
     sets = rec["figures"]["test_sets"]
-    cells = []
-    for key, short in (("msra", "MSRA"), ("weibo", "Weibo"), ("uner", "UNER")):
-        cell = sets[key]
-        spread = f" ± {cell['sd']:.2f}" if "sd" in cell else ""
-        cells.append(f"{short} {cell['mean']:.2f}{spread}")
-    return ", ".join(cells)
+    return ", ".join(
+        f"{short} {over_seeds(sets[key])}" for key, short in (("msra", "MSRA"), ("weibo", "Weibo"), ("uner", "UNER"))
+    )
 
 
 def peers(t: Tables) -> str:
@@ -694,7 +697,7 @@ def peers(t: Tables) -> str:
         # The rows above are one trained pipeline; this one is the workflow's spread over seeds.
         rec = t.get(seeds)
         sets = rec["figures"]["test_sets"]
-        cells = [f"{sets[key]['mean']:.2f} ± {sets[key]['sd']:.2f}" if key in sets else "–" for key, _ in PEER_SETS]
+        cells = [over_seeds(sets[key]) if key in sets else "–" for key, _ in PEER_SETS]
         rows.append([f"`general` as shipped, {plural(len(rec['seeds']), 'seed')}", *cells, "–"])
     return table(["F1, exact PER, LOC and ORG spans", *(name for _, name in PEER_SETS), "chars/s, one thread"], rows)
 
