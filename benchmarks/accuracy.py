@@ -41,7 +41,7 @@ from spacy.util import load_config
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import ROOT, SEEDS_COLUMNS, machine, markdown_table, paper_rows, seeds_row, spacy_ner_config, splits
-from results import record, results_option, slug
+from results import over_seeds, record, results_option, slug
 
 from spacy_flat.cli.evaluate import evaluate
 from spacy_flat.cli.schedule import apply_overrides, schedule_for
@@ -267,19 +267,15 @@ ARCHITECTURE_NAMES = {
 def seeds_figures(results: List[dict]) -> dict:
     """A result record's figures from runs over seeds (accuracy's shape in benchmarks/results.py)."""
 
-    def over_seeds(key: str, digits: int = 2) -> dict:
-        values = [r[key] for r in results]
-        out = {"mean": round(statistics.mean(values), digits), "per_seed": [round(v, digits) for v in values]}
-        if len(values) > 1:
-            out["sd"] = round(statistics.stdev(values), digits)
-        return out
+    def of(key: str) -> dict:
+        return over_seeds([r[key] for r in results])
 
-    figures = {"test_f1": over_seeds("test_f"), "dev_f1": over_seeds("dev_f")}
+    figures = {"test_f1": of("test_f"), "dev_f1": of("dev_f")}
     figures["train_s"] = {"median": round(statistics.median(r["train_s"] for r in results))}
     figures["train_s"]["per_seed"] = [round(r["train_s"]) for r in results]
     figures["test_chars_per_s"] = {"median": round(statistics.median(r["test_chars_per_s"] for r in results))}
     if all("test_f_free" in r for r in results):
-        figures["test_f1_without_boundary_rules"] = over_seeds("test_f_free")
+        figures["test_f1_without_boundary_rules"] = of("test_f_free")
     if all("curve" in r for r in results):
         figures["dev_curve"] = [r["curve"] for r in results]
     return figures

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import markdown_table
-from results import ROOT, load_now, record, results_option
+from results import ROOT, load_now, over_seeds, record, results_option
 
 TEST_SETS = ("msra", "weibo", "resume", "uner")
 STEPS = ("train-general", "calibrate-general", "evaluate-general")
@@ -57,11 +57,9 @@ def seed_commands(project: Dict[str, Any], seed: int) -> List[str]:
     return out
 
 
-def run_seed(root: Path, seed: int) -> None:
+def run_seed(root: Path, project: Dict[str, Any], seed: int) -> None:
     """Train, calibrate and score one seed with the workflow's commands."""
-    from weasel.util import load_project_config
-
-    for line in seed_commands(load_project_config(root), seed):
+    for line in seed_commands(project, seed):
         print(f"$ {line}", flush=True)
         subprocess.run(shlex.split(line), cwd=root, check=True)
 
@@ -84,16 +82,6 @@ def read_seed(root: Path, seed: int) -> Dict[str, Any]:
         "ece_before": calibration["dev"]["before"]["ece"],
         "ece_after": calibration["dev"]["after"]["ece"],
     }
-
-
-def over_seeds(values: Sequence[float], digits: int = 2) -> Dict[str, Any]:
-    out: Dict[str, Any] = {
-        "mean": round(statistics.mean(values), digits),
-        "per_seed": [round(v, digits) for v in values],
-    }
-    if len(values) > 1:
-        out["sd"] = round(statistics.stdev(values), digits)
-    return out
 
 
 def figures_of(runs: List[Dict[str, Any]]) -> Dict[str, Any]:
@@ -122,12 +110,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     load = load_now()
     runs = []
+    project: Optional[Dict[str, Any]] = None  # read once, where a seed is to be trained
     for seed in args.seeds:
         saved = args.project / folders(seed)["metrics"]
         if not all((saved / name / "scores.json").exists() for name in TEST_SETS):
             if seed == 0:
                 parser.error(f"no scores under {saved}: run `spacy project run general .` first")
-            run_seed(args.project, seed)
+            if project is None:
+                from weasel.util import load_project_config
+
+                project = load_project_config(args.project)
+            run_seed(args.project, project, seed)
         runs.append(read_seed(args.project, seed))
     figures = figures_of(runs)
     rows = [

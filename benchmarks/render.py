@@ -70,10 +70,14 @@ def spread(cell: Optional[Dict[str, float]], digits: int = 0) -> str:
     return out
 
 
+def mean_sd(cell: Dict[str, Any], bold: bool = False) -> str:
+    """RETURNS (str): A figure over seeds, `mean ± sd` (the mean alone for one seed)."""
+    mean = f"**{cell['mean']:.2f}**" if bold else f"{cell['mean']:.2f}"
+    return f"{mean} ± {cell['sd']:.2f}" if "sd" in cell else mean
+
+
 def f1(rec: Record, bold: bool = False, seeds: bool = False) -> str:
-    test = rec["figures"]["test_f1"]
-    mean = f"**{test['mean']:.2f}**" if bold else f"{test['mean']:.2f}"
-    out = f"{mean} ± {test['sd']:.2f}" if "sd" in test else mean
+    out = mean_sd(rec["figures"]["test_f1"], bold)
     if seeds and len(rec["seeds"]) != 3:
         out += f" ({len(rec['seeds'])} seed{'s' if len(rec['seeds']) > 1 else ''})"
     return out
@@ -245,6 +249,9 @@ def headline_speed(t: Tables) -> str:
     return table(columns, out)
 
 
+# The general pipeline over seeds (general_seeds.py): the pipelines row and the peers table read it.
+GENERAL_SEEDS = "accuracy-general-pipeline-s012"
+
 PIPELINES = [
     (
         "`resume`",
@@ -257,7 +264,7 @@ PIPELINES = [
         "`general`",
         "general text (news, Wikipedia, posts): PER, LOC, ORG",
         "`spacy project run general .`",
-        "accuracy-general-pipeline-s012",
+        GENERAL_SEEDS,
     ),
     (
         "`weibo`",
@@ -669,17 +676,11 @@ PEER_SETS = (
 )
 
 
-def over_seeds(cell: Dict[str, Any]) -> str:
-    """RETURNS (str): A figure over seeds, `mean ± sd` (the mean alone for one seed)."""
-    spread = f" ± {cell['sd']:.2f}" if "sd" in cell else ""
-    return f"{cell['mean']:.2f}{spread}"
-
-
 def general_cells(rec: Record) -> str:
     """The pipelines table's test F1 cell of the general pipeline: three of its four test sets, over seeds."""
     sets = rec["figures"]["test_sets"]
     return ", ".join(
-        f"{short} {over_seeds(sets[key])}" for key, short in (("msra", "MSRA"), ("weibo", "Weibo"), ("uner", "UNER"))
+        f"{short} {mean_sd(sets[key])}" for key, short in (("msra", "MSRA"), ("weibo", "Weibo"), ("uner", "UNER"))
     )
 
 
@@ -692,12 +693,11 @@ def peers(t: Tables) -> str:
         scores = row["scores"]
         cells = [f"{scores[key]['all']['f']:.2f}" if key in scores else "–" for key, _ in PEER_SETS]
         rows.append([row["annotator"], *cells, num(row["chars_per_s"]["median"])])
-    seeds = "accuracy-general-pipeline-s012"
-    if seeds in t.records:
+    if GENERAL_SEEDS in t.records:
         # The rows above are one trained pipeline; this one is the workflow's spread over seeds.
-        rec = t.get(seeds)
+        rec = t.get(GENERAL_SEEDS)
         sets = rec["figures"]["test_sets"]
-        cells = [over_seeds(sets[key]) if key in sets else "–" for key, _ in PEER_SETS]
+        cells = [mean_sd(sets[key]) if key in sets else "–" for key, _ in PEER_SETS]
         rows.append([f"`general` as shipped, {plural(len(rec['seeds']), 'seed')}", *cells, "–"])
     return table(["F1, exact PER, LOC and ORG spans", *(name for _, name in PEER_SETS), "chars/s, one thread"], rows)
 

@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -142,6 +143,17 @@ def slug(*parts: object) -> str:
     """RETURNS (str): A file name from parts: lower case, words joined by '-'."""
     text = "-".join(str(p) for p in parts if p not in (None, "", []))
     return re.sub(r"[^a-z0-9.+]+", "-", text.lower()).strip("-")
+
+
+def over_seeds(values: Sequence[float], digits: int = 2) -> Dict[str, Any]:
+    """RETURNS (dict): A figure over seeds as records hold it: mean, per_seed and, for two seeds or more, sd."""
+    out: Dict[str, Any] = {
+        "mean": round(statistics.mean(values), digits),
+        "per_seed": [round(v, digits) for v in values],
+    }
+    if len(values) > 1:
+        out["sd"] = round(statistics.stdev(values), digits)
+    return out
 
 
 def record(
