@@ -71,10 +71,10 @@ def read_seed(root: Path, seed: int) -> Dict[str, Any]:
     for name in TEST_SETS:
         scores = json.loads((root / where["metrics"] / name / "scores.json").read_text(encoding="utf8"))
         tests[name] = 100 * scores["ents_f"]
-    model = root / where["training"]
+    calibrated = root / where["training"] / "model-calibrated"
     # The calibrated model's meta carries the dev scores of the model the workflow calibrated.
-    meta = json.loads((model / "model-calibrated" / "meta.json").read_text(encoding="utf8"))
-    calibration = json.loads((model / "model-calibrated" / "calibration.json").read_text(encoding="utf8"))
+    meta = json.loads((calibrated / "meta.json").read_text(encoding="utf8"))
+    calibration = json.loads((calibrated / "calibration.json").read_text(encoding="utf8"))
     return {
         "tests": tests,
         "dev_f": 100 * meta["performance"]["ents_f"],
